@@ -1,0 +1,125 @@
+//! The states a claim on a Stripe event goes through, as operators see them.
+//!
+//! The table stores `processing`, `processed` or `failed`; a `processing` claim is pending,
+//! running or stale depending on its lease:
+//!
+//! ```text
+//!  (none) ──INSERT──▶ pending ──lease taken──▶ running ──fulfilled──▶ processed
+//!                       ▲  ▲                    │   │
+//!                       │  └── lease expired ── stale (rescued or re-driven)
+//!                       └──── backoff ◀── error ┘   └── max attempts ──▶ failed
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A claim's state as derived from its status and lease at a given instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClaimState {
+    /// Claimed, waiting for a worker (no lease).
+    Pending,
+    /// Leased by a worker whose lease has not expired.
+    Running,
+    /// Leased, but the lease expired: the worker died between claim and completion.
+    Stale,
+    /// Fulfilled; nothing left to do.
+    Processed,
+    /// Gave up after the maximum number of attempts; waits for an operator.
+    Failed,
+}
+
+impl ClaimState {
+    pub const ALL: [ClaimState; 5] = [
+        ClaimState::Pending,
+        ClaimState::Running,
+        ClaimState::Stale,
+        ClaimState::Failed,
+        ClaimState::Processed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Pending => "pending",
+            ClaimState::Running => "running",
+            ClaimState::Stale => "stale",
+            ClaimState::Processed => "processed",
+            ClaimState::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for ClaimState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ClaimState {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ClaimState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| format!("unknown claim state '{s}'"))
+    }
+}
+
+/// How many claims are in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimCounts {
+    pub pending: i64,
+    pub running: i64,
+    pub stale: i64,
+    pub processed: i64,
+    pub failed: i64,
+}
+
+impl ClaimCounts {
+    pub fn get(&self, state: ClaimState) -> i64 {
+        match state {
+            ClaimState::Pending => self.pending,
+            ClaimState::Running => self.running,
+            ClaimState::Stale => self.stale,
+            ClaimState::Processed => self.processed,
+            ClaimState::Failed => self.failed,
+        }
+    }
+
+    pub(crate) fn add(&mut self, state: ClaimState, n: i64) {
+        let slot = match state {
+            ClaimState::Pending => &mut self.pending,
+            ClaimState::Running => &mut self.running,
+            ClaimState::Stale => &mut self.stale,
+            ClaimState::Processed => &mut self.processed,
+            ClaimState::Failed => &mut self.failed,
+        };
+        *slot += n;
+    }
+
+    pub fn total(&self) -> i64 {
+        ClaimState::ALL.into_iter().map(|s| self.get(s)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_round_trips_through_its_name() {
+        for state in ClaimState::ALL {
+            assert_eq!(state.as_str().parse::<ClaimState>(), Ok(state));
+        }
+        assert!("processing".parse::<ClaimState>().is_err());
+    }
+
+    #[test]
+    fn counts_add_up() {
+        let mut counts = ClaimCounts::default();
+        counts.add(ClaimState::Stale, 2);
+        counts.add(ClaimState::Processed, 3);
+        assert_eq!(counts.get(ClaimState::Stale), 2);
+        assert_eq!(counts.total(), 5);
+    }
+}

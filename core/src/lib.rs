@@ -1,0 +1,15 @@
+//! The Claimcheck engine: storage for claims on Stripe events and the queries the dashboard
+//! and CLI need. Nothing here knows about HTTP frameworks or the UI.
+#![forbid(unsafe_code)]
+
+mod claim;
+mod clock;
+mod database_url;
+mod error;
+mod store;
+
+pub use claim::{ClaimCounts, ClaimState};
+pub use clock::now_ms;
+pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
+pub use error::StoreError;
+pub use store::{MigrationStatus, Store, StoreOptions};

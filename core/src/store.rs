@@ -1,0 +1,225 @@
+//! One handle on the database, SQLite or PostgreSQL, with the migrations of both embedded.
+//!
+//! Queries are written once in the SQL both backends accept (`$1` placeholders, integer
+//! millisecond timestamps); `on_pool!` runs the same text on whichever pool is open. Where
+//! the backends must differ (row locking, notifications) a method matches on the pool itself.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::claim::{ClaimCounts, ClaimState};
+use crate::database_url::{Backend, DatabaseUrl};
+use crate::error::StoreError;
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Runs `$body` with `$pool` bound to the open pool, whichever backend it is.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite($pool) => $body,
+            Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+#[derive(Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Connection settings that do not belong in the URL.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    /// How long a caller waits for a connection before the store reports itself unavailable.
+    pub acquire_timeout: Duration,
+    /// How long SQLite waits for the write lock before giving up.
+    pub sqlite_busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(3),
+            sqlite_busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Which of the embedded migrations the database has applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationStatus {
+    pub expected: usize,
+    /// Versions this binary ships that the database has not applied.
+    pub missing: Vec<i64>,
+}
+
+impl MigrationStatus {
+    pub fn is_current(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+/// The database, shared by every request handler and worker (cheap to clone).
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+impl Store {
+    /// Opens a pool for `url` without touching the schema.
+    ///
+    /// SQLite runs in WAL mode with `synchronous=FULL` (a committed claim survives a power
+    /// cut), a busy timeout and foreign keys on; its file and folder are created if missing.
+    pub async fn connect(url: &DatabaseUrl, options: &StoreOptions) -> Result<Store, StoreError> {
+        let pool = match url.backend() {
+            Backend::Sqlite => Pool::Sqlite(connect_sqlite(url, options).await?),
+            Backend::Postgres => {
+                let pool = PgPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect(url.expose())
+                    .await
+                    .map_err(StoreError::Connect)?;
+                Pool::Postgres(pool)
+            }
+        };
+        Ok(Store { pool })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    fn migrator(&self) -> &'static Migrator {
+        match self.pool {
+            Pool::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Pool::Postgres(_) => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    /// Applies every embedded migration the database lacks. Safe to run from several
+    /// instances at once: sqlx takes an advisory lock on PostgreSQL.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let migrator = self.migrator();
+        on_pool!(self, pool => migrator.run(pool).await)?;
+        Ok(())
+    }
+
+    /// Compares the applied migrations with the ones this binary ships. A database that is
+    /// reachable but has never been migrated reports every migration as missing; one that
+    /// cannot be reached is an error.
+    pub async fn migration_status(&self) -> Result<MigrationStatus, StoreError> {
+        const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success = TRUE";
+        let applied: Vec<i64> = if self.has_migrations_table().await? {
+            on_pool!(self, pool => sqlx::query_scalar(APPLIED).fetch_all(pool).await)?
+        } else {
+            Vec::new()
+        };
+        let expected: Vec<i64> = self
+            .migrator()
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration())
+            .map(|m| m.version)
+            .collect();
+        let missing = expected
+            .iter()
+            .copied()
+            .filter(|v| !applied.contains(v))
+            .collect();
+        Ok(MigrationStatus {
+            expected: expected.len(),
+            missing,
+        })
+    }
+
+    async fn has_migrations_table(&self) -> Result<bool, StoreError> {
+        let exists: bool = match &self.pool {
+            Pool::Sqlite(pool) => {
+                sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master \
+                     WHERE type = 'table' AND name = '_sqlx_migrations')",
+                )
+                .fetch_one(pool)
+                .await?
+            }
+            Pool::Postgres(pool) => {
+                sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+                    .fetch_one(pool)
+                    .await?
+            }
+        };
+        Ok(exists)
+    }
+
+    /// How many claims are in each state at `now_ms`.
+    pub async fn claim_counts(&self, now_ms: i64) -> Result<ClaimCounts, StoreError> {
+        const SQL: &str = "\
+            SELECT CASE \
+                     WHEN status <> 'processing' THEN status \
+                     WHEN lease_expires_at IS NULL THEN 'pending' \
+                     WHEN lease_expires_at > $1 THEN 'running' \
+                     ELSE 'stale' \
+                   END AS state, \
+                   COUNT(*) AS n \
+            FROM processed_stripe_events \
+            GROUP BY 1";
+        let rows: Vec<(String, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(SQL).bind(now_ms).fetch_all(pool).await
+        })?;
+        let mut counts = ClaimCounts::default();
+        for (state, n) in rows {
+            let state = ClaimState::from_str(&state).map_err(StoreError::Corrupt)?;
+            counts.add(state, n);
+        }
+        Ok(counts)
+    }
+
+    /// Waits for in-flight queries and closes every connection.
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await)
+    }
+}
+
+async fn connect_sqlite(
+    url: &DatabaseUrl,
+    options: &StoreOptions,
+) -> Result<SqlitePool, StoreError> {
+    let connect = SqliteConnectOptions::from_str(url.expose())
+        .map_err(StoreError::Connect)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(options.sqlite_busy_timeout)
+        .foreign_keys(true);
+    let in_memory = url.expose().contains(":memory:") || url.expose().contains("mode=memory");
+    if !in_memory {
+        if let Some(dir) = connect.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+    }
+    // An in-memory database lives and dies with its one connection.
+    let max_connections = if in_memory { 1 } else { options.max_connections };
+    SqlitePoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(options.acquire_timeout)
+        .connect_with(connect)
+        .await
+        .map_err(StoreError::Connect)
+}

@@ -1,0 +1,41 @@
+import { expect, test } from "@playwright/test";
+
+test("the server is ready before the browser arrives", async ({ request }) => {
+  const ready = await request.get("/readyz");
+  expect(ready.status()).toBe(200);
+  expect(await ready.json()).toMatchObject({ status: "ready", database: "sqlite" });
+});
+
+test("the overview renders, hydrates and refreshes its figures", async ({ page }) => {
+  const errors: string[] = [];
+  page.on("pageerror", (error) => errors.push(error.message));
+  page.on("console", (message) => {
+    if (message.type() === "error") errors.push(message.text());
+  });
+
+  const wasm = page.waitForResponse((r) => r.url().endsWith("/pkg/claimcheck.wasm"));
+  await page.goto("/");
+  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
+  await expect(page.getByRole("list", { name: "Claims by state" }).getByRole("listitem")).toHaveCount(5);
+  expect((await wasm).status()).toBe(200);
+
+  // The page was rendered on the server with the control disabled; hydration enables it.
+  await expect(page.locator('main[data-hydrated="true"]')).toBeAttached();
+  const refresh = page.getByRole("button", { name: "Refresh" });
+  await expect(refresh).toBeEnabled();
+
+  const checkedAt = page.getByTestId("checked-at");
+  const before = (await checkedAt.textContent()) ?? "";
+  expect(before).toMatch(/UTC$/);
+  await refresh.click();
+  await expect(checkedAt).not.toHaveText(before);
+
+  expect(errors).toEqual([]);
+});
+
+test("an unknown address shows a page that leads back", async ({ page }) => {
+  const response = await page.goto("/no/such/page");
+  expect(response?.status()).toBe(404);
+  await page.getByRole("link", { name: "Go to the overview" }).click();
+  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
+});

@@ -1,0 +1,24 @@
+//! The binary's error: what stops start-up or a command.
+
+use std::net::SocketAddr;
+
+use claimcheck_core::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("database {url}")]
+    Store {
+        /// The URL with its password hidden.
+        url: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("cannot listen on {addr} (CLAIMCHECK_BIND)")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the HTTP server failed")]
+    Serve(#[source] std::io::Error),
+}

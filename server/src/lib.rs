@@ -1,0 +1,13 @@
+//! The `claimcheck` binary's library half: configuration, the HTTP application and its
+//! start-up, shared by `main` and the integration tests.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod error;
+mod routes;
+pub mod shutdown;
+pub mod startup;
+pub mod telemetry;
+
+pub use error::ServerError;
+pub use startup::{Application, ServeConfig};

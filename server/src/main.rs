@@ -1,0 +1,32 @@
+//! `claimcheck`: serve the webhook endpoint and dashboard, or run an operator command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use claimcheck_server::cli::{Cli, Command};
+use claimcheck_server::{Application, ServerError, shutdown, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(error = &error as &dyn std::error::Error, "claimcheck stopped");
+            eprintln!("error: {}", telemetry::error_chain(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), ServerError> {
+    match cli.command {
+        Command::Serve(args) => {
+            let app = Application::build(args.into_config()).await?;
+            tracing::info!("serving the dashboard at http://{}", app.local_addr());
+            app.run_until(shutdown::signal()).await
+        }
+        Command::Migrate(args) => claimcheck_server::cli::migrate(&args).await,
+    }
+}

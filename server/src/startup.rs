@@ -1,0 +1,82 @@
+//! Start-up: open the store, migrate, bind, build the router. `main` and the integration
+//! tests go through the same `Application::build`.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
+use tokio::net::TcpListener;
+
+use crate::error::ServerError;
+use crate::routes;
+
+/// Everything `serve` needs to know.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub database_url: DatabaseUrl,
+    /// Port 0 picks a free port (tests).
+    pub bind: SocketAddr,
+    pub site_root: PathBuf,
+}
+
+/// A bound, migrated, ready-to-run server.
+pub struct Application {
+    listener: TcpListener,
+    router: axum::Router,
+    store: Store,
+    local_addr: SocketAddr,
+}
+
+impl Application {
+    pub async fn build(config: ServeConfig) -> Result<Application, ServerError> {
+        let store_error = |source| ServerError::Store {
+            url: config.database_url.to_string(),
+            source,
+        };
+        let store = Store::connect(&config.database_url, &StoreOptions::default())
+            .await
+            .map_err(store_error)?;
+        store.migrate().await.map_err(store_error)?;
+
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: config.bind,
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: config.bind,
+            source,
+        })?;
+        let router = routes::router(store.clone(), &config, local_addr);
+        Ok(Application {
+            listener,
+            router,
+            store,
+            local_addr,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Serves until `shutdown` completes, then lets requests in flight finish and closes
+    /// the database.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        self.store.close().await;
+        tracing::info!("stopped");
+        served.map_err(ServerError::Serve)
+    }
+}

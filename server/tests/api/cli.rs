@@ -1,0 +1,118 @@
+//! The `claimcheck` binary itself: settings, errors, migrate, graceful shutdown.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn claimcheck() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_claimcheck"));
+    command
+        .env_remove("DATABASE_URL")
+        .env_remove("CLAIMCHECK_BIND")
+        .env("RUST_LOG", "info");
+    command
+}
+
+#[test]
+fn a_wrong_bind_address_names_the_setting() {
+    let output = claimcheck()
+        .arg("serve")
+        .env("CLAIMCHECK_BIND", "localhost-3000")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CLAIMCHECK_BIND"), "{stderr}");
+    assert!(stderr.contains("localhost-3000"), "{stderr}");
+}
+
+#[test]
+fn an_unsupported_database_url_names_the_setting_and_the_choices() {
+    let output = claimcheck()
+        .arg("migrate")
+        .env("DATABASE_URL", "mysql://root@localhost/shop")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("DATABASE_URL"), "{stderr}");
+    assert!(stderr.contains("unsupported database URL scheme 'mysql'"), "{stderr}");
+}
+
+#[test]
+fn migrate_creates_the_sqlite_file_and_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nested/data/claimcheck.db");
+    let status = claimcheck()
+        .arg("migrate")
+        .env("DATABASE_URL", format!("sqlite://{}", file.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(file.exists());
+}
+
+#[test]
+fn an_unreachable_database_is_a_clear_error_not_a_panic() {
+    let output = claimcheck()
+        .arg("migrate")
+        // Port 9 (discard) has no PostgreSQL behind it.
+        .env("DATABASE_URL", "postgres://claimcheck:hunter2@127.0.0.1:9/claims")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot connect to the database"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "the password leaked: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn serve_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = KillOnDrop(claimcheck()
+        .arg("serve")
+        .env("DATABASE_URL", format!("sqlite://{}/c.db", dir.path().display()))
+        .env("CLAIMCHECK_BIND", "127.0.0.1:0")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap());
+    let mut lines = BufReader::new(server.0.stderr.take().unwrap()).lines();
+    // Wait for the line that says the server listens.
+    let listening = lines
+        .by_ref()
+        .map(|l| l.unwrap())
+        .find(|l| l.contains("serving the dashboard at"))
+        .expect("the server never said it was listening");
+    let addr = listening.rsplit("http://").next().unwrap().trim().to_owned();
+    std::net::TcpStream::connect(&addr).expect("the server is not listening");
+
+    let kill = Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
+}
+
+/// Kills the child if the test fails before it exits on its own.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

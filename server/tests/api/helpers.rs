@@ -1,0 +1,214 @@
+//! Spawns the application the way `main` does and gives each endpoint a helper.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use claimcheck_server::{Application, ServeConfig};
+use tokio::sync::oneshot;
+
+/// Where the PostgreSQL tests create their throw-away databases.
+fn postgres_admin_url() -> String {
+    std::env::var("CLAIMCHECK_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A database that exists for one test and is removed after it.
+pub enum TestDb {
+    Sqlite { _dir: tempfile::TempDir, url: String },
+    Postgres { name: String, url: String },
+}
+
+impl TestDb {
+    pub async fn create(backend: Backend) -> TestDb {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}/claimcheck.db", dir.path().display());
+                TestDb::Sqlite { _dir: dir, url }
+            }
+            Backend::Postgres => {
+                static NEXT: AtomicU32 = AtomicU32::new(0);
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos();
+                let name = format!(
+                    "claimcheck_test_{}_{}_{}",
+                    std::process::id(),
+                    NEXT.fetch_add(1, Ordering::Relaxed),
+                    nanos
+                );
+                let admin = postgres_admin_url();
+                sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut admin_connection(&admin).await)
+                    .await
+                    .unwrap();
+                let (base, _) = admin.rsplit_once('/').unwrap();
+                let url = format!("{base}/{name}");
+                TestDb::Postgres { name, url }
+            }
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        match self {
+            TestDb::Sqlite { url, .. } | TestDb::Postgres { url, .. } => url,
+        }
+    }
+
+    /// Runs SQL straight against the database, around the application.
+    pub async fn execute(&self, sql: &str) {
+        match self {
+            TestDb::Sqlite { url, .. } => {
+                let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+            TestDb::Postgres { url, .. } => {
+                let pool = sqlx::PgPool::connect(url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+        }
+    }
+
+    /// Removes a PostgreSQL database while the application still uses it.
+    pub async fn drop_now(&self) {
+        if let TestDb::Postgres { name, .. } = self {
+            drop_postgres_database(name).await;
+        }
+    }
+}
+
+async fn admin_connection(admin_url: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    sqlx::PgConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL for tests at {admin_url}: {e}"))
+}
+
+async fn drop_postgres_database(name: &str) {
+    let mut admin = admin_connection(&postgres_admin_url()).await;
+    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let TestDb::Postgres { name, .. } = self {
+            let name = name.clone();
+            // Drop runs inside the test's runtime, which cannot be blocked on: use a thread.
+            let _ = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(drop_postgres_database(&name));
+            })
+            .join();
+        }
+    }
+}
+
+/// A running server and the database behind it.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    pub db: TestDb,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    let db = TestDb::create(backend).await;
+    let config = ServeConfig {
+        database_url: db.url().parse().unwrap(),
+        bind: "127.0.0.1:0".parse().unwrap(),
+        site_root: PathBuf::from("target/site"),
+    };
+    let app = Application::build(config).await.unwrap();
+    let addr = app.local_addr();
+    let (shutdown, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        app.run_until(async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    TestApp {
+        addr,
+        client: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        db,
+        shutdown: Some(shutdown),
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    pub async fn get_healthz(&self) -> reqwest::Response {
+        self.get("/healthz").await
+    }
+
+    pub async fn get_readyz(&self) -> reqwest::Response {
+        self.get("/readyz").await
+    }
+
+    /// Calls the dashboard's overview server function the way the browser does.
+    pub async fn post_overview(&self) -> reqwest::Response {
+        self.client
+            .post(self.url("/dashboard/fn/overview"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body("")
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
+
+/// Declares one test per backend for each named `async fn(TestApp)`.
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            use crate::helpers::{spawn_app, Backend};
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(spawn_app(Backend::Sqlite).await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(spawn_app(Backend::Postgres).await).await;
+            }
+        }
+    )+};
+}
+pub(crate) use on_both_backends;

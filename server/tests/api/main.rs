@@ -1,0 +1,9 @@
+//! Integration tests: the real server on port 0, on a fresh SQLite file or a fresh
+//! PostgreSQL database, driven over HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod helpers;
+
+mod cli;
+mod dashboard;
+mod health;
