@@ -32,7 +32,10 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         .ok_or_else(|| ServerFnError::new("The dashboard is not connected to a database."))?;
     let now = now_ms();
     let counts = store.claim_counts(now).await.map_err(|error| {
-        tracing::error!(error = &error as &dyn std::error::Error, "overview: reading claim counts failed");
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "overview: reading claim counts failed"
+        );
         ServerFnError::new("The database is unavailable. Try again in a moment.")
     })?;
     let checked_at = chrono::DateTime::from_timestamp_millis(now)

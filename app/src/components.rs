@@ -7,7 +7,9 @@ use leptos::prelude::*;
 pub fn error_message(error: &ServerFnError) -> String {
     match error {
         ServerFnError::ServerError(message) => message.clone(),
-        other => format!("The server could not be reached ({other}). Check your connection and try again."),
+        other => format!(
+            "The server could not be reached ({other}). Check your connection and try again."
+        ),
     }
 }
 

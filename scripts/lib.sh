@@ -1,0 +1,70 @@
+# Shared by scripts/run and scripts/test: installs what a fresh machine lacks, skips what is
+# there. Sourced, not run.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Builds live outside the clone so that every clone on this machine shares them.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/claimcheck/target}"
+export PATH="$HOME/.cargo/bin:$ROOT/node_modules/.bin:$PATH"
+
+# The versions that build together (see README, "Building").
+WASM_BINDGEN_VERSION=0.2.129
+CARGO_LEPTOS_VERSION=0.3.10
+
+step() { printf '\n==> %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+ensure_build_tools() {
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    step "adding the wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+  fi
+  if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
+    step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 2 minutes, once)"
+    cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked --force
+  fi
+  if ! cargo leptos --version 2>/dev/null | grep -q "$CARGO_LEPTOS_VERSION"; then
+    step "installing cargo-leptos $CARGO_LEPTOS_VERSION (about 14 minutes, once)"
+    cargo install cargo-leptos --version "$CARGO_LEPTOS_VERSION" --locked --force
+  fi
+  if [ ! -x "$ROOT/node_modules/.bin/wasm-opt" ]; then
+    step "installing wasm-opt (npm binaryen)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund)
+  fi
+}
+
+ensure_test_tools() {
+  if [ ! -x /usr/bin/chromium ]; then
+    step "installing Debian's Chromium for the browser tests"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+  fi
+  if [ ! -d "$ROOT/end2end/node_modules/@playwright/test" ]; then
+    step "installing Playwright (no browser download)"
+    (cd "$ROOT/end2end" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+  fi
+}
+
+# The tests create and drop their own databases on this server.
+ensure_postgres() {
+  if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+    return
+  fi
+  if ! command -v pg_ctlcluster >/dev/null; then
+    step "installing PostgreSQL"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql
+  fi
+  step "starting PostgreSQL"
+  local version
+  version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+  as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  for _ in $(seq 1 60); do
+    pg_isready -q -h 127.0.0.1 -p 5432 && return
+    sleep 0.5
+  done
+  echo "PostgreSQL did not come up on 127.0.0.1:5432" >&2
+  exit 1
+}
