@@ -127,7 +127,10 @@ mod tests {
         let url: DatabaseUrl = "postgres://app:s3cret@db.internal:5432/claims"
             .parse()
             .unwrap();
-        assert_eq!(url.to_string(), "postgres://app:***@db.internal:5432/claims");
+        assert_eq!(
+            url.to_string(),
+            "postgres://app:***@db.internal:5432/claims"
+        );
         assert!(!format!("{url:?}").contains("s3cret"));
         let no_password: DatabaseUrl = "postgres://app@db/claims".parse().unwrap();
         assert_eq!(no_password.to_string(), "postgres://app@db/claims");

@@ -6,10 +6,15 @@ mod claim;
 mod clock;
 mod database_url;
 mod error;
+mod ids;
 mod store;
+pub mod webhook;
 
 pub use claim::{ClaimCounts, ClaimState};
 pub use clock::now_ms;
 pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
-pub use store::{MigrationStatus, Store, StoreOptions};
+pub use ids::{EventId, IdError, ObjectId};
+pub use store::{
+    ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, DeliveryRow, MigrationStatus, Store, StoreOptions,
+};

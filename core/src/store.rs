@@ -30,10 +30,46 @@ macro_rules! on_pool {
     };
 }
 
+mod deliveries;
+
+pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, DeliveryRow};
+
 #[derive(Clone)]
 enum Pool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+}
+
+/// Opens a transaction that will write. SQLite takes the write lock up front (`BEGIN
+/// IMMEDIATE`), so a transaction never has to upgrade a read lock and fail with SQLITE_BUSY.
+trait BeginWrite {
+    type Db: sqlx::Database;
+
+    fn begin_write(
+        &self,
+    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error>> + Send;
+}
+
+impl BeginWrite for SqlitePool {
+    type Db = sqlx::Sqlite;
+
+    fn begin_write(
+        &self,
+    ) -> impl Future<Output = Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error>> + Send
+    {
+        self.begin_with("BEGIN IMMEDIATE")
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Db = sqlx::Postgres;
+
+    fn begin_write(
+        &self,
+    ) -> impl Future<Output = Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error>> + Send
+    {
+        self.begin()
+    }
 }
 
 /// Connection settings that do not belong in the URL.
@@ -74,6 +110,14 @@ impl MigrationStatus {
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -206,16 +250,22 @@ async fn connect_sqlite(
         .busy_timeout(options.sqlite_busy_timeout)
         .foreign_keys(true);
     let in_memory = url.expose().contains(":memory:") || url.expose().contains("mode=memory");
-    if !in_memory {
-        if let Some(dir) = connect.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: dir.display().to_string(),
-                source,
-            })?;
-        }
+    let folder = connect
+        .get_filename()
+        .parent()
+        .filter(|d| !in_memory && !d.as_os_str().is_empty());
+    if let Some(dir) = folder {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
     }
     // An in-memory database lives and dies with its one connection.
-    let max_connections = if in_memory { 1 } else { options.max_connections };
+    let max_connections = if in_memory {
+        1
+    } else {
+        options.max_connections
+    };
     SqlitePoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(options.acquire_timeout)

@@ -13,7 +13,7 @@ CREATE TABLE processed_stripe_events (
     -- Who holds the claim and until when; NULL while pending.
     lease_owner       TEXT,
     lease_expires_at  BIGINT,
-    attempts          INTEGER NOT NULL DEFAULT 0,
+    attempts          BIGINT  NOT NULL DEFAULT 0,
     -- Earliest time a worker may take the claim again (backoff after a failure).
     next_attempt_at   BIGINT  NOT NULL,
     last_error        TEXT,
@@ -21,6 +21,8 @@ CREATE TABLE processed_stripe_events (
     stripe_created    BIGINT  NOT NULL,
     livemode          BOOLEAN NOT NULL,
     received_at       BIGINT  NOT NULL,
+    -- Signed deliveries of this event so far (retries, resends, replays).
+    deliveries        BIGINT  NOT NULL DEFAULT 1,
     processed_at      BIGINT,
     -- The raw event JSON exactly as delivered.
     payload           TEXT    NOT NULL,

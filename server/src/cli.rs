@@ -3,15 +3,21 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
 use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::ServerError;
-use crate::startup::ServeConfig;
+use crate::startup::{ServeConfig, WebhookConfig};
 
 #[derive(Debug, Parser)]
-#[command(name = "claimcheck", version, about = "Takes Stripe payments safely: every paid order fulfilled exactly once.")]
+#[command(
+    name = "claimcheck",
+    version,
+    about = "Takes Stripe payments safely: every paid order fulfilled exactly once."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -42,20 +48,96 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub database: DatabaseArgs,
     /// Address and port to listen on.
-    #[arg(long, env = "CLAIMCHECK_BIND", value_name = "CLAIMCHECK_BIND", default_value = "127.0.0.1:3000")]
+    #[arg(
+        long,
+        env = "CLAIMCHECK_BIND",
+        value_name = "CLAIMCHECK_BIND",
+        default_value = "127.0.0.1:3000"
+    )]
     pub bind: SocketAddr,
     /// Folder holding the built dashboard assets (pkg/claimcheck.js, .wasm, .css).
-    #[arg(long, env = "LEPTOS_SITE_ROOT", value_name = "LEPTOS_SITE_ROOT", default_value = "target/site")]
+    #[arg(
+        long,
+        env = "LEPTOS_SITE_ROOT",
+        value_name = "LEPTOS_SITE_ROOT",
+        default_value = "target/site"
+    )]
     pub site_root: PathBuf,
+    /// Stripe endpoint signing secrets (whsec_…). Several, comma-separated, while a secret
+    /// is rotated: a delivery signed with any of them is accepted.
+    #[arg(
+        long = "webhook-secret",
+        env = "STRIPE_WEBHOOK_SECRET",
+        value_name = "STRIPE_WEBHOOK_SECRET",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub webhook_secrets: Vec<String>,
+    /// Refuse deliveries whose signature timestamp is older than this many seconds.
+    #[arg(
+        long = "webhook-tolerance-secs",
+        env = "CLAIMCHECK_WEBHOOK_TOLERANCE_SECS",
+        value_name = "CLAIMCHECK_WEBHOOK_TOLERANCE_SECS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub webhook_tolerance_secs: u64,
+    /// Largest webhook body accepted, in bytes; larger deliveries are answered 413.
+    #[arg(
+        long = "webhook-max-body-bytes",
+        env = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
+        value_name = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
+        default_value_t = 1024 * 1024,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub webhook_max_body_bytes: u32,
+    /// Which Stripe mode's events this endpoint accepts; the other mode's are refused.
+    #[arg(
+        long = "stripe-mode",
+        env = "CLAIMCHECK_STRIPE_MODE",
+        value_name = "CLAIMCHECK_STRIPE_MODE",
+        default_value = "test"
+    )]
+    pub stripe_mode: ModeArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    Test,
+    Live,
 }
 
 impl ServeArgs {
-    pub fn into_config(self) -> ServeConfig {
-        ServeConfig {
+    pub fn into_config(self) -> Result<ServeConfig, ServerError> {
+        let secrets = self
+            .webhook_secrets
+            .into_iter()
+            .filter(|s| !s.trim().is_empty())
+            .map(SigningSecret::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ServerError::Config(format!("STRIPE_WEBHOOK_SECRET: {e}")))?;
+        let verifier = if secrets.is_empty() {
+            None
+        } else {
+            let tolerance = Duration::from_secs(self.webhook_tolerance_secs);
+            Some(
+                SignatureVerifier::new(secrets, tolerance)
+                    .map_err(|e| ServerError::Config(e.to_string()))?,
+            )
+        };
+        Ok(ServeConfig {
             database_url: self.database.database_url,
             bind: self.bind,
             site_root: self.site_root,
-        }
+            webhook: WebhookConfig {
+                verifier,
+                mode: match self.stripe_mode {
+                    ModeArg::Test => StripeMode::Test,
+                    ModeArg::Live => StripeMode::Live,
+                },
+                max_body_bytes: self.webhook_max_body_bytes as usize,
+            },
+        })
     }
 }
 
@@ -66,7 +148,9 @@ pub async fn migrate(args: &DatabaseArgs) -> Result<(), ServerError> {
         url: url.to_string(),
         source,
     };
-    let store = Store::connect(url, &StoreOptions::default()).await.map_err(wrap)?;
+    let store = Store::connect(url, &StoreOptions::default())
+        .await
+        .map_err(wrap)?;
     let before = store.migration_status().await.map_err(wrap)?;
     store.migrate().await.map_err(wrap)?;
     tracing::info!(

@@ -6,6 +6,8 @@ use claimcheck_core::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    #[error("configuration: {0}")]
+    Config(String),
     #[error("database {url}")]
     Store {
         /// The URL with its password hidden.

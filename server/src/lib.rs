@@ -4,10 +4,11 @@
 
 pub mod cli;
 pub mod error;
+pub mod metrics;
 mod routes;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;
 
 pub use error::ServerError;
-pub use startup::{Application, ServeConfig};
+pub use startup::{Application, ServeConfig, WebhookConfig};

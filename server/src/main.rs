@@ -2,9 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use claimcheck_server::cli::{Cli, Command};
 use claimcheck_server::{Application, ServerError, shutdown, telemetry};
+use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -13,7 +13,10 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!(error = &error as &dyn std::error::Error, "claimcheck stopped");
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "claimcheck stopped"
+            );
             eprintln!("error: {}", telemetry::error_chain(&error));
             ExitCode::FAILURE
         }
@@ -23,7 +26,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), ServerError> {
     match cli.command {
         Command::Serve(args) => {
-            let app = Application::build(args.into_config()).await?;
+            let app = Application::build(args.into_config()?).await?;
             tracing::info!("serving the dashboard at http://{}", app.local_addr());
             app.run_until(shutdown::signal()).await
         }

@@ -2,29 +2,49 @@
 
 mod dashboard;
 mod health;
+mod webhook;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::FromRef;
 use claimcheck_core::Store;
 use leptos::config::LeptosOptions;
 
+use crate::metrics::Metrics;
 use crate::startup::ServeConfig;
+
+pub(crate) use webhook::WebhookState;
 
 /// What every handler can reach.
 #[derive(Clone, FromRef)]
 pub(crate) struct AppState {
     pub store: Store,
     pub leptos_options: LeptosOptions,
+    pub webhook: WebhookState,
 }
 
-pub(crate) fn router(store: Store, config: &ServeConfig, local_addr: SocketAddr) -> axum::Router {
+pub(crate) fn router(
+    store: Store,
+    config: &ServeConfig,
+    local_addr: SocketAddr,
+    metrics: Arc<Metrics>,
+) -> axum::Router {
     let leptos_options = dashboard::leptos_options(config, local_addr);
+    let ingestion = config.webhook.verifier.clone().map(|verifier| {
+        claimcheck_core::webhook::Ingestion::new(store.clone(), verifier, config.webhook.mode)
+    });
     let state = AppState {
         store,
         leptos_options,
+        webhook: WebhookState {
+            ingestion,
+            metrics,
+            max_body_bytes: config.webhook.max_body_bytes,
+        },
     };
     axum::Router::new()
+        .merge(webhook::router(config.webhook.max_body_bytes))
         .merge(health::router())
         .merge(dashboard::router(&state))
         .with_state(state)

@@ -4,11 +4,14 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
 use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::error::ServerError;
+use crate::metrics::Metrics;
 use crate::routes;
 
 /// Everything `serve` needs to know.
@@ -18,6 +21,16 @@ pub struct ServeConfig {
     /// Port 0 picks a free port (tests).
     pub bind: SocketAddr,
     pub site_root: PathBuf,
+    pub webhook: WebhookConfig,
+}
+
+/// How `POST /webhooks/stripe` checks deliveries.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// `None` without a signing secret: deliveries are answered 503 until one is set.
+    pub verifier: Option<SignatureVerifier>,
+    pub mode: StripeMode,
+    pub max_body_bytes: usize,
 }
 
 /// A bound, migrated, ready-to-run server.
@@ -39,17 +52,28 @@ impl Application {
             .map_err(store_error)?;
         store.migrate().await.map_err(store_error)?;
 
-        let listener = TcpListener::bind(config.bind)
-            .await
-            .map_err(|source| ServerError::Bind {
-                addr: config.bind,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(config.bind)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    addr: config.bind,
+                    source,
+                })?;
         let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
             addr: config.bind,
             source,
         })?;
-        let router = routes::router(store.clone(), &config, local_addr);
+        if config.webhook.verifier.is_none() {
+            tracing::warn!(
+                "STRIPE_WEBHOOK_SECRET is not set: webhook deliveries are answered 503 until it is"
+            );
+        }
+        let router = routes::router(
+            store.clone(),
+            &config,
+            local_addr,
+            Arc::new(Metrics::default()),
+        );
         Ok(Application {
             listener,
             router,

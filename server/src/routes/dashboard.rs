@@ -34,7 +34,10 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
             move || provide_context(store.clone()),
             move || shell(options.clone()),
         )
-        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(
             {
                 let store = state.store.clone();
                 move || provide_context(store.clone())

@@ -42,7 +42,10 @@ async fn readyz(State(store): State<Store>) -> Response {
             ),
         ),
         Ok(Err(error)) => {
-            tracing::warn!(error = &error as &dyn std::error::Error, "readyz: database check failed");
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "readyz: database check failed"
+            );
             not_ready(backend, "the database is unreachable".to_owned())
         }
         Err(_) => not_ready(backend, "the database did not answer in time".to_owned()),

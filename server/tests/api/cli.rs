@@ -36,7 +36,10 @@ fn an_unsupported_database_url_names_the_setting_and_the_choices() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("DATABASE_URL"), "{stderr}");
-    assert!(stderr.contains("unsupported database URL scheme 'mysql'"), "{stderr}");
+    assert!(
+        stderr.contains("unsupported database URL scheme 'mysql'"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -57,12 +60,18 @@ fn an_unreachable_database_is_a_clear_error_not_a_panic() {
     let output = claimcheck()
         .arg("migrate")
         // Port 9 (discard) has no PostgreSQL behind it.
-        .env("DATABASE_URL", "postgres://claimcheck:hunter2@127.0.0.1:9/claims")
+        .env(
+            "DATABASE_URL",
+            "postgres://claimcheck:hunter2@127.0.0.1:9/claims",
+        )
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("cannot connect to the database"), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to the database"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("hunter2"), "the password leaked: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
@@ -70,14 +79,19 @@ fn an_unreachable_database_is_a_clear_error_not_a_panic() {
 #[test]
 fn serve_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = KillOnDrop(claimcheck()
-        .arg("serve")
-        .env("DATABASE_URL", format!("sqlite://{}/c.db", dir.path().display()))
-        .env("CLAIMCHECK_BIND", "127.0.0.1:0")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap());
+    let mut server = KillOnDrop(
+        claimcheck()
+            .arg("serve")
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}/c.db", dir.path().display()),
+            )
+            .env("CLAIMCHECK_BIND", "127.0.0.1:0")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let mut lines = BufReader::new(server.0.stderr.take().unwrap()).lines();
     // Wait for the line that says the server listens.
     let listening = lines
@@ -85,7 +99,12 @@ fn serve_stops_cleanly_on_sigterm() {
         .map(|l| l.unwrap())
         .find(|l| l.contains("serving the dashboard at"))
         .expect("the server never said it was listening");
-    let addr = listening.rsplit("http://").next().unwrap().trim().to_owned();
+    let addr = listening
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned();
     std::net::TcpStream::connect(&addr).expect("the server is not listening");
 
     let kill = Command::new("kill")
@@ -99,7 +118,10 @@ fn serve_stops_cleanly_on_sigterm() {
         if let Some(status) = server.0.try_wait().unwrap() {
             break status;
         }
-        assert!(std::time::Instant::now() < deadline, "no exit after SIGTERM");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");

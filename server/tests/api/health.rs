@@ -31,7 +31,10 @@ async fn readyz_is_unavailable_while_a_migration_is_missing(app: TestApp) {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["status"], "unavailable");
     assert!(
-        body["reason"].as_str().unwrap().contains("claimcheck migrate"),
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("claimcheck migrate"),
         "{body}"
     );
 }

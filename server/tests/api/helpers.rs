@@ -4,7 +4,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use claimcheck_server::{Application, ServeConfig};
+use std::time::Duration;
+
+use claimcheck_core::now_ms;
+use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_server::{Application, ServeConfig, WebhookConfig};
 use tokio::sync::oneshot;
 
 /// Where the PostgreSQL tests create their throw-away databases.
@@ -21,8 +25,14 @@ pub enum Backend {
 
 /// A database that exists for one test and is removed after it.
 pub enum TestDb {
-    Sqlite { _dir: tempfile::TempDir, url: String },
-    Postgres { name: String, url: String },
+    Sqlite {
+        _dir: tempfile::TempDir,
+        url: String,
+    },
+    Postgres {
+        name: String,
+        url: String,
+    },
 }
 
 impl TestDb {
@@ -63,6 +73,24 @@ impl TestDb {
         }
     }
 
+    /// Runs a query that returns one integer, straight against the database.
+    pub async fn count(&self, sql: &str) -> i64 {
+        match self {
+            TestDb::Sqlite { url, .. } => {
+                let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+                let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+                pool.close().await;
+                n
+            }
+            TestDb::Postgres { url, .. } => {
+                let pool = sqlx::PgPool::connect(url).await.unwrap();
+                let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+                pool.close().await;
+                n
+            }
+        }
+    }
+
     /// Runs SQL straight against the database, around the application.
     pub async fn execute(&self, sql: &str) {
         match self {
@@ -77,6 +105,18 @@ impl TestDb {
                 pool.close().await;
             }
         }
+    }
+
+    /// Runs SQL on the PostgreSQL server's maintenance database; `{db}` stands for this
+    /// test's database name.
+    pub async fn admin_execute(&self, sql: &str) {
+        let TestDb::Postgres { name, .. } = self else {
+            panic!("admin_execute is for PostgreSQL");
+        };
+        sqlx::raw_sql(&sql.replace("{db}", name))
+            .execute(&mut admin_connection(&postgres_admin_url()).await)
+            .await
+            .unwrap();
     }
 
     /// Removes a PostgreSQL database while the application still uses it.
@@ -127,13 +167,36 @@ pub struct TestApp {
     shutdown: Option<oneshot::Sender<()>>,
 }
 
+/// The signing secret test apps are configured with: the one the shared signature vectors
+/// were made with.
+pub const WEBHOOK_SECRET: &str = "whsec_pub_fixture_secret_0123456789abcdef";
+
+pub fn verifier(secrets: &[&str], tolerance: Duration) -> SignatureVerifier {
+    let secrets = secrets
+        .iter()
+        .map(|s| SigningSecret::new(*s).unwrap())
+        .collect();
+    SignatureVerifier::new(secrets, tolerance).unwrap()
+}
+
 pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, |_| {}).await
+}
+
+/// Starts the app with the default test configuration changed by `customize`.
+pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeConfig)) -> TestApp {
     let db = TestDb::create(backend).await;
-    let config = ServeConfig {
+    let mut config = ServeConfig {
         database_url: db.url().parse().unwrap(),
         bind: "127.0.0.1:0".parse().unwrap(),
         site_root: PathBuf::from("target/site"),
+        webhook: WebhookConfig {
+            verifier: Some(verifier(&[WEBHOOK_SECRET], Duration::from_secs(300))),
+            mode: StripeMode::Test,
+            max_body_bytes: 1024 * 1024,
+        },
     };
+    customize(&mut config);
     let app = Application::build(config).await.unwrap();
     let addr = app.local_addr();
     let (shutdown, stopped) = oneshot::channel::<()>();
@@ -172,6 +235,35 @@ impl TestApp {
         self.get("/readyz").await
     }
 
+    /// Posts a raw webhook delivery with the given `Stripe-Signature` header.
+    pub async fn post_webhook(&self, body: &[u8], signature: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(self.url("/webhooks/stripe"))
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        if let Some(signature) = signature {
+            request = request.header("stripe-signature", signature);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// Delivers `body` signed now with the test secret, as Stripe would.
+    pub async fn deliver(&self, body: &[u8]) -> reqwest::Response {
+        self.deliver_signed_at(body, now_ms() / 1000).await
+    }
+
+    pub async fn deliver_signed_at(&self, body: &[u8], timestamp: i64) -> reqwest::Response {
+        let header = SigningSecret::new(WEBHOOK_SECRET)
+            .unwrap()
+            .sign(timestamp, body);
+        self.post_webhook(body, Some(&header)).await
+    }
+
+    pub async fn get_metrics(&self) -> String {
+        self.get("/metrics").await.text().await.unwrap()
+    }
+
     /// Calls the dashboard's overview server function the way the browser does.
     pub async fn post_overview(&self) -> reqwest::Response {
         self.client
@@ -191,6 +283,15 @@ impl Drop for TestApp {
             let _ = shutdown.send(());
         }
     }
+}
+
+/// A Stripe event from `fixtures/stripe/events/`, byte for byte.
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../fixtures/stripe/events/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// Declares one test per backend for each named `async fn(TestApp)`.

@@ -7,3 +7,4 @@ mod helpers;
 mod cli;
 mod dashboard;
 mod health;
+mod webhook;

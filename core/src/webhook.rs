@@ -1,0 +1,177 @@
+//! Webhook ingestion: verify the signature, read the envelope, make the claim durable. No
+//! fulfilment happens here; the worker takes claims from the store.
+
+mod envelope;
+mod outcome;
+mod signature;
+
+use crate::error::StoreError;
+use crate::ids::EventId;
+use crate::store::{ClaimOutcome, DeliveryRow, Store};
+
+pub use envelope::{ACTING_TYPES, Envelope, EnvelopeError};
+pub use outcome::DeliveryOutcome;
+pub use signature::{ConfigError, SignatureError, SignatureVerifier, SigningSecret};
+
+/// Which Stripe mode this endpoint serves; events of the other mode are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StripeMode {
+    Test,
+    Live,
+}
+
+impl StripeMode {
+    fn is_live(self) -> bool {
+        self == StripeMode::Live
+    }
+}
+
+/// A delivery that Stripe may consider done (answered 2xx).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    pub event_id: EventId,
+    pub accepted: Accepted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    Claimed,
+    DuplicateEvent,
+    DuplicateAction { original: EventId },
+    Ignored,
+}
+
+impl Receipt {
+    pub fn outcome(&self) -> DeliveryOutcome {
+        match self.accepted {
+            Accepted::Claimed => DeliveryOutcome::Claimed,
+            Accepted::DuplicateEvent => DeliveryOutcome::DuplicateEvent,
+            Accepted::DuplicateAction { .. } => DeliveryOutcome::DuplicateAction,
+            Accepted::Ignored => DeliveryOutcome::Ignored,
+        }
+    }
+}
+
+/// A delivery that is refused; Stripe will deliver it again.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    #[error("the payload is not valid UTF-8 JSON")]
+    NotUtf8,
+    #[error(transparent)]
+    Payload(#[from] EnvelopeError),
+    #[error("a {} event reached an endpoint configured for {} mode", mode_name(*event_live), mode_name(!event_live))]
+    Livemode { event_live: bool },
+    #[error("the claim could not be stored")]
+    Storage(#[from] StoreError),
+}
+
+fn mode_name(live: bool) -> &'static str {
+    if live { "live" } else { "test" }
+}
+
+impl Refusal {
+    pub fn outcome(&self) -> DeliveryOutcome {
+        match self {
+            Refusal::Signature(_) => DeliveryOutcome::BadSignature,
+            Refusal::NotUtf8 | Refusal::Payload(_) => DeliveryOutcome::BadPayload,
+            Refusal::Livemode { .. } => DeliveryOutcome::LivemodeMismatch,
+            Refusal::Storage(_) => DeliveryOutcome::StorageError,
+        }
+    }
+}
+
+/// The ingestion service the webhook route calls.
+#[derive(Debug, Clone)]
+pub struct Ingestion {
+    store: Store,
+    verifier: SignatureVerifier,
+    mode: StripeMode,
+}
+
+impl Ingestion {
+    pub fn new(store: Store, verifier: SignatureVerifier, mode: StripeMode) -> Ingestion {
+        Ingestion {
+            store,
+            verifier,
+            mode,
+        }
+    }
+
+    pub fn verifier(&self) -> &SignatureVerifier {
+        &self.verifier
+    }
+
+    /// Handles one delivery: `signature` is the `Stripe-Signature` header, `body` the raw
+    /// bytes, `now_ms` the time it arrived. `Ok` means the outcome is durable.
+    pub async fn receive(
+        &self,
+        signature: Option<&str>,
+        body: &[u8],
+        now_ms: i64,
+    ) -> Result<Receipt, Refusal> {
+        self.verifier
+            .verify(signature, body, now_ms.div_euclid(1000))?;
+        let payload = match std::str::from_utf8(body) {
+            Ok(text) => text,
+            Err(_) => {
+                return Err(self.refuse_signed(None, Refusal::NotUtf8, now_ms).await);
+            }
+        };
+        let envelope = match Envelope::parse(body) {
+            Ok(envelope) => envelope,
+            Err(error) => return Err(self.refuse_signed(None, error.into(), now_ms).await),
+        };
+        if envelope.livemode != self.mode.is_live() {
+            let refusal = Refusal::Livemode {
+                event_live: envelope.livemode,
+            };
+            return Err(self.refuse_signed(Some(&envelope), refusal, now_ms).await);
+        }
+
+        let accepted = match &envelope.object_id {
+            Some(object_id) if envelope.is_acting() => {
+                match self
+                    .store
+                    .claim_event(&envelope, object_id, payload, now_ms)
+                    .await?
+                {
+                    ClaimOutcome::Claimed => Accepted::Claimed,
+                    ClaimOutcome::DuplicateEvent => Accepted::DuplicateEvent,
+                    ClaimOutcome::DuplicateAction { original } => {
+                        Accepted::DuplicateAction { original }
+                    }
+                }
+            }
+            _ => {
+                let row = DeliveryRow::new(Some(&envelope), DeliveryOutcome::Ignored, None, now_ms);
+                self.store.record_delivery(&row).await?;
+                Accepted::Ignored
+            }
+        };
+        Ok(Receipt {
+            event_id: envelope.id,
+            accepted,
+        })
+    }
+
+    /// Records a signed delivery that is refused, then returns the refusal. A storage
+    /// failure while recording is logged: the delivery is refused either way.
+    async fn refuse_signed(
+        &self,
+        envelope: Option<&Envelope>,
+        refusal: Refusal,
+        now_ms: i64,
+    ) -> Refusal {
+        let detail = refusal.to_string();
+        let row = DeliveryRow::new(envelope, refusal.outcome(), Some(&detail), now_ms);
+        if let Err(error) = self.store.record_delivery(&row).await {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "recording a refused delivery failed"
+            );
+        }
+        refusal
+    }
+}

@@ -1,0 +1,74 @@
+//! What became of a delivery: the label in the delivery log, the metrics and the response.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryOutcome {
+    /// A new claim was made durable.
+    Claimed,
+    /// The event id was claimed before: a retry or a resend.
+    DuplicateEvent,
+    /// Another event id already claimed the same (object, type): a twin Event object.
+    DuplicateAction,
+    /// A type Claimcheck does not act on; recorded and acknowledged.
+    Ignored,
+    /// Missing, malformed, stale or non-matching signature. Counted, never stored.
+    BadSignature,
+    /// Signed, but not a Stripe event we can read.
+    BadPayload,
+    /// A live event at a test endpoint or the other way round.
+    LivemodeMismatch,
+    /// Larger than the configured body limit.
+    TooLarge,
+    /// The database could not make the claim durable; Stripe will retry.
+    StorageError,
+    /// No signing secret is configured, so nothing can be verified; Stripe will retry.
+    NotConfigured,
+}
+
+impl DeliveryOutcome {
+    pub const ALL: [DeliveryOutcome; 10] = [
+        DeliveryOutcome::Claimed,
+        DeliveryOutcome::DuplicateEvent,
+        DeliveryOutcome::DuplicateAction,
+        DeliveryOutcome::Ignored,
+        DeliveryOutcome::BadSignature,
+        DeliveryOutcome::BadPayload,
+        DeliveryOutcome::LivemodeMismatch,
+        DeliveryOutcome::TooLarge,
+        DeliveryOutcome::StorageError,
+        DeliveryOutcome::NotConfigured,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryOutcome::Claimed => "claimed",
+            DeliveryOutcome::DuplicateEvent => "duplicate_event",
+            DeliveryOutcome::DuplicateAction => "duplicate_action",
+            DeliveryOutcome::Ignored => "ignored",
+            DeliveryOutcome::BadSignature => "bad_signature",
+            DeliveryOutcome::BadPayload => "bad_payload",
+            DeliveryOutcome::LivemodeMismatch => "livemode_mismatch",
+            DeliveryOutcome::TooLarge => "too_large",
+            DeliveryOutcome::StorageError => "storage_error",
+            DeliveryOutcome::NotConfigured => "not_configured",
+        }
+    }
+
+    /// Whether Stripe gets a 2xx: only when nothing is left to do on its side.
+    pub fn is_acknowledged(self) -> bool {
+        matches!(
+            self,
+            DeliveryOutcome::Claimed
+                | DeliveryOutcome::DuplicateEvent
+                | DeliveryOutcome::DuplicateAction
+                | DeliveryOutcome::Ignored
+        )
+    }
+}
+
+impl fmt::Display for DeliveryOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
