@@ -29,6 +29,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Load-test a webhook endpoint with freshly signed deliveries and report throughput and
+    /// latency (starts its own server on a fresh database unless --target is given).
+    BenchIngest(crate::bench::BenchArgs),
 }
 
 #[derive(Debug, Clone, Args)]

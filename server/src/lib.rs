@@ -2,6 +2,7 @@
 //! start-up, shared by `main` and the integration tests.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod cli;
 pub mod error;
 pub mod metrics;

@@ -31,5 +31,6 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
             app.run_until(shutdown::signal()).await
         }
         Command::Migrate(args) => claimcheck_server::cli::migrate(&args).await,
+        Command::BenchIngest(args) => claimcheck_server::bench::run(args).await,
     }
 }

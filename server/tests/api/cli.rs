@@ -138,3 +138,18 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn bench_ingest_reports_throughput_latency_and_outcomes() {
+    let output = claimcheck()
+        .args(["bench-ingest", "--requests", "40", "--concurrency", "4"])
+        .args(["--workload", "storm", "--events", "5"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("40 deliveries in"), "{stdout}");
+    assert!(stdout.contains("p99"), "{stdout}");
+    assert!(stdout.contains("200 claimed=5, 200 duplicate_event=35"), "{stdout}");
+}

@@ -1,0 +1,314 @@
+//! `claimcheck bench-ingest`: a load generator that signs fresh Stripe deliveries, sends them
+//! to a webhook endpoint and reports throughput, latency and outcomes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_core::{DatabaseUrl, now_ms};
+use clap::{Args, ValueEnum};
+use tokio::sync::{Semaphore, oneshot};
+
+use crate::error::ServerError;
+use crate::startup::{Application, ServeConfig, WebhookConfig};
+
+/// A real Checkout Session event (3.3 KB); ids are replaced per delivery.
+const TEMPLATE: &str =
+    include_str!("../../fixtures/stripe/events/checkout.session.completed.paid.json");
+const TEMPLATE_EVENT: &str = "evt_pub0001paid";
+const TEMPLATE_SESSION: &str = "cs_test_pub0001a1YS1URlnyQCN5fUUduORoQ7Pw41PJ";
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Base URL of a running Claimcheck. Without it, one is started in this process.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Database of the in-process server (default: a fresh SQLite file in a temporary folder).
+    #[arg(long = "database-url", value_name = "DATABASE_URL")]
+    pub database_url: Option<DatabaseUrl>,
+    /// Signing secret; with --target it must be one the target accepts.
+    #[arg(
+        long,
+        env = "STRIPE_WEBHOOK_SECRET",
+        hide_env_values = true,
+        default_value = "whsec_bench"
+    )]
+    pub secret: String,
+    /// Deliveries in flight at once (closed loop).
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Deliveries to send in all.
+    #[arg(long, default_value_t = 10_000)]
+    pub requests: usize,
+    /// `unique`: every delivery is a new event. `storm`: `--events` events, each delivered
+    /// again and again.
+    #[arg(long, value_enum, default_value = "unique")]
+    pub workload: Workload,
+    /// Distinct events in a storm.
+    #[arg(long, default_value_t = 10)]
+    pub events: usize,
+    /// Send at this many deliveries per second (open loop) instead of as fast as possible.
+    #[arg(long)]
+    pub rate: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Workload {
+    Unique,
+    Storm,
+}
+
+pub async fn run(args: BenchArgs) -> Result<(), ServerError> {
+    let secret = SigningSecret::new(args.secret.clone())
+        .map_err(|e| ServerError::Config(format!("--secret: {e}")))?;
+    let mut local = None;
+    let (target, backend) = match &args.target {
+        Some(url) => (url.trim_end_matches('/').to_owned(), "remote".to_owned()),
+        None => {
+            let server = LocalServer::start(&args, secret.clone()).await?;
+            let target = format!("http://{}", server.addr);
+            let backend = server.backend.clone();
+            local = Some(server);
+            (target, backend)
+        }
+    };
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency.max(1) * 2)
+        .build()
+        .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?;
+    let run_id = now_ms();
+    let shared = Arc::new(Shared {
+        client,
+        url: format!("{target}/webhooks/stripe"),
+        secret,
+        run_id,
+        workload: args.workload,
+        events: args.events.max(1),
+    });
+
+    let started = Instant::now();
+    let samples = match args.rate {
+        None => closed_loop(&shared, args.concurrency.max(1), args.requests).await,
+        Some(rate) => open_loop(&shared, rate.max(1), args.requests).await,
+    };
+    let elapsed = started.elapsed();
+    report(&args, &backend, &samples, elapsed);
+    if let Some(server) = local {
+        server.stop().await;
+    }
+    Ok(())
+}
+
+struct Shared {
+    client: reqwest::Client,
+    url: String,
+    secret: SigningSecret,
+    run_id: i64,
+    workload: Workload,
+    events: usize,
+}
+
+struct Sample {
+    latency: Duration,
+    /// HTTP status and the `outcome` field, or the transport error.
+    result: String,
+}
+
+impl Shared {
+    fn body(&self, i: usize) -> String {
+        let n = match self.workload {
+            Workload::Unique => i,
+            Workload::Storm => i % self.events,
+        };
+        TEMPLATE
+            .replace(TEMPLATE_EVENT, &format!("evt_bench{}x{n}", self.run_id))
+            .replace(TEMPLATE_SESSION, &format!("cs_bench{}x{n}", self.run_id))
+    }
+
+    async fn deliver(&self, i: usize, started: Instant) -> Sample {
+        let body = self.body(i);
+        let header = self.secret.sign(now_ms() / 1000, body.as_bytes());
+        let sent = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("stripe-signature", header)
+            .body(body)
+            .send()
+            .await;
+        let result = match sent {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let text = response.text().await.unwrap_or_default();
+                let outcome = text
+                    .split("\"outcome\":\"")
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').next())
+                    .unwrap_or("?");
+                format!("{status} {outcome}")
+            }
+            Err(error) => format!("error {}", error.without_url()),
+        };
+        Sample {
+            latency: started.elapsed(),
+            result,
+        }
+    }
+}
+
+async fn closed_loop(shared: &Arc<Shared>, concurrency: usize, requests: usize) -> Vec<Sample> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let shared = Arc::clone(shared);
+        let next = Arc::clone(&next);
+        workers.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= requests {
+                    break samples;
+                }
+                samples.push(shared.deliver(i, Instant::now()).await);
+            }
+        }));
+    }
+    let mut samples = Vec::with_capacity(requests);
+    for worker in workers {
+        if let Ok(mut part) = worker.await {
+            samples.append(&mut part);
+        }
+    }
+    samples
+}
+
+/// Sends on a fixed schedule; latency counts from the scheduled time, so a slow answer
+/// cannot hide the deliveries queued behind it.
+async fn open_loop(shared: &Arc<Shared>, rate: u32, requests: usize) -> Vec<Sample> {
+    let in_flight = Arc::new(Semaphore::new(4096));
+    let period = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(requests);
+    for i in 0..requests {
+        let scheduled = start + period.mul_f64(i as f64);
+        tokio::time::sleep_until(scheduled.into()).await;
+        let shared = Arc::clone(shared);
+        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+            break;
+        };
+        tasks.push(tokio::spawn(async move {
+            let sample = shared.deliver(i, scheduled).await;
+            drop(permit);
+            sample
+        }));
+    }
+    let mut samples = Vec::with_capacity(requests);
+    for task in tasks {
+        if let Ok(sample) = task.await {
+            samples.push(sample);
+        }
+    }
+    samples
+}
+
+fn report(args: &BenchArgs, backend: &str, samples: &[Sample], elapsed: Duration) {
+    let mut latencies: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
+    latencies.sort();
+    let pick = |q: f64| {
+        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+        latencies.get(index).copied().unwrap_or_default()
+    };
+    let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
+    for sample in samples {
+        *outcomes.entry(sample.result.as_str()).or_default() += 1;
+    }
+    let load = match args.rate {
+        Some(rate) => format!("open loop at {rate}/s"),
+        None => format!("concurrency {}", args.concurrency),
+    };
+    let workload = match args.workload {
+        Workload::Unique => "unique events".to_owned(),
+        Workload::Storm => format!("duplicate storm over {} events", args.events.max(1)),
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let summary = format!(
+        "bench-ingest {backend}, {workload}, {load}: {} deliveries in {:.2} s = {:.0}/s; \
+         latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\noutcomes: {}",
+        samples.len(),
+        elapsed.as_secs_f64(),
+        samples.len() as f64 / elapsed.as_secs_f64(),
+        ms(pick(0.50)),
+        ms(pick(0.99)),
+        ms(latencies.last().copied().unwrap_or_default()),
+        outcomes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    // The report is the command's output, not a log line.
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{summary}");
+    }
+}
+
+/// A Claimcheck started inside the benchmark process.
+struct LocalServer {
+    addr: std::net::SocketAddr,
+    backend: String,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), ServerError>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl LocalServer {
+    async fn start(args: &BenchArgs, secret: SigningSecret) -> Result<LocalServer, ServerError> {
+        let (database_url, dir) = match &args.database_url {
+            Some(url) => (url.clone(), None),
+            None => {
+                let dir = tempfile::tempdir()
+                    .map_err(|e| ServerError::Config(format!("temporary folder: {e}")))?;
+                let url = format!("sqlite://{}/bench.db", dir.path().display());
+                let url = url
+                    .parse()
+                    .map_err(|e| ServerError::Config(format!("{e}")))?;
+                (url, Some(dir))
+            }
+        };
+        let verifier = SignatureVerifier::new(vec![secret], Duration::from_secs(300))
+            .map_err(|e| ServerError::Config(e.to_string()))?;
+        let config = ServeConfig {
+            database_url,
+            bind: ([127, 0, 0, 1], 0).into(),
+            site_root: PathBuf::from("target/site"),
+            webhook: WebhookConfig {
+                verifier: Some(verifier),
+                mode: StripeMode::Test,
+                max_body_bytes: 1024 * 1024,
+            },
+        };
+        let app = Application::build(config).await?;
+        let addr = app.local_addr();
+        let backend = app.store().backend().as_str().to_owned();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(app.run_until(async {
+            let _ = stopped.await;
+        }));
+        Ok(LocalServer {
+            addr,
+            backend,
+            stop,
+            task,
+            _dir: dir,
+        })
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
