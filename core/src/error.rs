@@ -16,6 +16,8 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database query failed")]
     Query(#[from] sqlx::Error),
+    #[error("the database writer has stopped")]
+    WriterStopped,
     #[error("the database holds a value this version does not understand: {0}")]
     Corrupt(String),
 }

@@ -16,5 +16,6 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 pub use ids::{EventId, IdError, ObjectId};
 pub use store::{
-    ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, DeliveryRow, MigrationStatus, Store, StoreOptions,
+    BatchWriter, ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, MigrationStatus, Store, StoreOptions,
+    WriteOp, WriteResult,
 };

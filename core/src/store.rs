@@ -30,9 +30,11 @@ macro_rules! on_pool {
     };
 }
 
+mod batch_writer;
 mod deliveries;
 
-pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, DeliveryRow};
+pub use batch_writer::BatchWriter;
+pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
 
 #[derive(Clone)]
 enum Pool {

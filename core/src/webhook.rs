@@ -7,7 +7,7 @@ mod signature;
 
 use crate::error::StoreError;
 use crate::ids::EventId;
-use crate::store::{ClaimOutcome, DeliveryRow, Store};
+use crate::store::{BatchWriter, ClaimOutcome, Store, WriteOp, WriteResult};
 
 pub use envelope::{ACTING_TYPES, Envelope, EnvelopeError};
 pub use outcome::DeliveryOutcome;
@@ -82,18 +82,24 @@ impl Refusal {
     }
 }
 
+/// How many PostgreSQL transactions write deliveries side by side, and how many writes
+/// one of them may gather.
+const POSTGRES_WRITER_LANES: usize = 4;
+const MAX_WRITES_PER_COMMIT: usize = 256;
+
 /// The ingestion service the webhook route calls.
 #[derive(Debug, Clone)]
 pub struct Ingestion {
-    store: Store,
+    writer: BatchWriter,
     verifier: SignatureVerifier,
     mode: StripeMode,
 }
 
 impl Ingestion {
+    /// Starts the writer lanes on the current Tokio runtime.
     pub fn new(store: Store, verifier: SignatureVerifier, mode: StripeMode) -> Ingestion {
         Ingestion {
-            store,
+            writer: BatchWriter::start(store, POSTGRES_WRITER_LANES, MAX_WRITES_PER_COMMIT),
             verifier,
             mode,
         }
@@ -130,30 +136,30 @@ impl Ingestion {
             return Err(self.refuse_signed(Some(&envelope), refusal, now_ms).await);
         }
 
-        let accepted = match &envelope.object_id {
-            Some(object_id) if envelope.is_acting() => {
-                match self
-                    .store
-                    .claim_event(&envelope, object_id, payload, now_ms)
-                    .await?
-                {
-                    ClaimOutcome::Claimed => Accepted::Claimed,
-                    ClaimOutcome::DuplicateEvent => Accepted::DuplicateEvent,
-                    ClaimOutcome::DuplicateAction { original } => {
-                        Accepted::DuplicateAction { original }
-                    }
-                }
-            }
-            _ => {
-                let row = DeliveryRow::new(Some(&envelope), DeliveryOutcome::Ignored, None, now_ms);
-                self.store.record_delivery(&row).await?;
-                Accepted::Ignored
-            }
+        let event_id = envelope.id.clone();
+        let op = match envelope.object_id.clone() {
+            Some(object_id) if envelope.is_acting() => WriteOp::Claim {
+                envelope,
+                object_id,
+                payload: payload.to_owned(),
+                received_at: now_ms,
+            },
+            _ => WriteOp::Record {
+                envelope: Some(envelope),
+                outcome: DeliveryOutcome::Ignored,
+                detail: None,
+                received_at: now_ms,
+            },
         };
-        Ok(Receipt {
-            event_id: envelope.id,
-            accepted,
-        })
+        let accepted = match self.writer.write(op).await? {
+            WriteResult::Claim(ClaimOutcome::Claimed) => Accepted::Claimed,
+            WriteResult::Claim(ClaimOutcome::DuplicateEvent) => Accepted::DuplicateEvent,
+            WriteResult::Claim(ClaimOutcome::DuplicateAction { original }) => {
+                Accepted::DuplicateAction { original }
+            }
+            WriteResult::Recorded => Accepted::Ignored,
+        };
+        Ok(Receipt { event_id, accepted })
     }
 
     /// Records a signed delivery that is refused, then returns the refusal. A storage
@@ -164,9 +170,13 @@ impl Ingestion {
         refusal: Refusal,
         now_ms: i64,
     ) -> Refusal {
-        let detail = refusal.to_string();
-        let row = DeliveryRow::new(envelope, refusal.outcome(), Some(&detail), now_ms);
-        if let Err(error) = self.store.record_delivery(&row).await {
+        let op = WriteOp::Record {
+            envelope: envelope.cloned(),
+            outcome: refusal.outcome(),
+            detail: Some(refusal.to_string()),
+            received_at: now_ms,
+        };
+        if let Err(error) = self.writer.write(op).await {
             tracing::error!(
                 error = &error as &dyn std::error::Error,
                 "recording a refused delivery failed"

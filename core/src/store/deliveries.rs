@@ -17,9 +17,49 @@ pub enum ClaimOutcome {
     DuplicateAction { original: EventId },
 }
 
-/// One row of the delivery log.
+/// A write the webhook needs durable before it answers. Writes from concurrent deliveries
+/// are gathered into one transaction by the [`BatchWriter`](super::BatchWriter).
 #[derive(Debug, Clone)]
-pub struct DeliveryRow<'a> {
+pub enum WriteOp {
+    /// Claim an acting event (its envelope carries an object id) and log the delivery.
+    Claim {
+        envelope: Envelope,
+        object_id: ObjectId,
+        payload: String,
+        received_at: i64,
+    },
+    /// Log a delivery that makes no claim: an ignored type, or a refused signed delivery.
+    Record {
+        envelope: Option<Envelope>,
+        outcome: DeliveryOutcome,
+        detail: Option<String>,
+        received_at: i64,
+    },
+}
+
+impl WriteOp {
+    /// Writes that may conflict share this key (an event's object id, else its event id), so
+    /// routing by it keeps every conflict inside one writer lane.
+    pub fn conflict_key(&self) -> &str {
+        match self {
+            WriteOp::Claim { object_id, .. } => object_id.as_str(),
+            WriteOp::Record { envelope, .. } => envelope
+                .as_ref()
+                .map(|e| e.object_id.as_ref().map_or(e.id.as_str(), ObjectId::as_str))
+                .unwrap_or(""),
+        }
+    }
+}
+
+/// What a write found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteResult {
+    Claim(ClaimOutcome),
+    Recorded,
+}
+
+/// One row of the delivery log.
+struct DeliveryRow<'a> {
     event_id: Option<&'a str>,
     event_type: Option<&'a str>,
     object_id: Option<&'a str>,
@@ -30,7 +70,7 @@ pub struct DeliveryRow<'a> {
 }
 
 impl<'a> DeliveryRow<'a> {
-    pub fn new(
+    fn new(
         envelope: Option<&'a Envelope>,
         outcome: DeliveryOutcome,
         detail: Option<&'a str>,
@@ -102,87 +142,129 @@ macro_rules! insert_delivery {
     }};
 }
 
-impl Store {
-    /// Claims `envelope` and logs the delivery in one transaction. A unique violation on the
-    /// event id or on (object id, event type) is a duplicate, never an error.
-    pub async fn claim_event(
-        &self,
-        envelope: &Envelope,
-        object_id: &ObjectId,
-        payload: &str,
-        received_at: i64,
-    ) -> Result<ClaimOutcome, StoreError> {
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let inserted = sqlx::query(INSERT_CLAIM)
-                .bind(envelope.id.as_str())
-                .bind(envelope.event_type.as_str())
-                .bind(object_id.as_str())
-                .bind(received_at)
-                .bind(envelope.created)
-                .bind(envelope.livemode)
-                .bind(payload)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            let repeats: Option<i64> = if inserted == 1 {
-                None
-            } else {
-                sqlx::query_scalar(COUNT_REPEAT)
+/// Applies one write inside the open transaction `$tx`; evaluates to its `WriteResult`.
+/// A unique violation on the event id or on (object id, event type) is a duplicate, never
+/// an error.
+macro_rules! apply_write {
+    ($tx:expr, $op:expr) => {{
+        match $op {
+            WriteOp::Claim {
+                envelope,
+                object_id,
+                payload,
+                received_at,
+            } => {
+                let inserted = sqlx::query(INSERT_CLAIM)
                     .bind(envelope.id.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?
-            };
-            let outcome = if inserted == 1 {
-                ClaimOutcome::Claimed
-            } else if repeats.is_some() {
-                ClaimOutcome::DuplicateEvent
-            } else {
-                let original: String = sqlx::query_scalar(FIND_ACTION)
-                    .bind(object_id.as_str())
                     .bind(envelope.event_type.as_str())
-                    .fetch_optional(&mut *tx)
+                    .bind(object_id.as_str())
+                    .bind(*received_at)
+                    .bind(envelope.created)
+                    .bind(envelope.livemode)
+                    .bind(payload.as_str())
+                    .execute(&mut *$tx)
                     .await?
-                    .ok_or_else(|| {
-                        StoreError::Corrupt(format!(
-                            "claim insert for {} conflicted, but no conflicting claim exists",
-                            envelope.id
-                        ))
-                    })?;
-                ClaimOutcome::DuplicateAction {
-                    original: EventId::parse(original)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    .rows_affected();
+                let repeats: Option<i64> = if inserted == 1 {
+                    None
+                } else {
+                    sqlx::query_scalar(COUNT_REPEAT)
+                        .bind(envelope.id.as_str())
+                        .fetch_optional(&mut *$tx)
+                        .await?
+                };
+                let outcome = if inserted == 1 {
+                    ClaimOutcome::Claimed
+                } else if repeats.is_some() {
+                    ClaimOutcome::DuplicateEvent
+                } else {
+                    let original: String = sqlx::query_scalar(FIND_ACTION)
+                        .bind(object_id.as_str())
+                        .bind(envelope.event_type.as_str())
+                        .fetch_optional(&mut *$tx)
+                        .await?
+                        .ok_or_else(|| {
+                            StoreError::Corrupt(format!(
+                                "claim insert for {} conflicted, but no conflicting claim exists",
+                                envelope.id
+                            ))
+                        })?;
+                    ClaimOutcome::DuplicateAction {
+                        original: EventId::parse(original)
+                            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    }
+                };
+                let delivery_outcome = match outcome {
+                    ClaimOutcome::Claimed => DeliveryOutcome::Claimed,
+                    ClaimOutcome::DuplicateEvent => DeliveryOutcome::DuplicateEvent,
+                    ClaimOutcome::DuplicateAction { .. } => DeliveryOutcome::DuplicateAction,
+                };
+                let mut row =
+                    DeliveryRow::new(Some(envelope), delivery_outcome, None, *received_at);
+                if let ClaimOutcome::DuplicateAction { original } = &outcome {
+                    row.duplicate_of = Some(original.as_str());
                 }
-            };
-            let delivery_outcome = match outcome {
-                ClaimOutcome::Claimed => DeliveryOutcome::Claimed,
-                ClaimOutcome::DuplicateEvent => DeliveryOutcome::DuplicateEvent,
-                ClaimOutcome::DuplicateAction { .. } => DeliveryOutcome::DuplicateAction,
-            };
-            let mut row = DeliveryRow::new(Some(envelope), delivery_outcome, None, received_at);
-            if let ClaimOutcome::DuplicateAction { original } = &outcome {
-                row.duplicate_of = Some(original.as_str());
-            }
-            match (&outcome, repeats) {
-                (ClaimOutcome::Claimed, _) => insert_delivery!(tx, &row, counted: false),
-                (ClaimOutcome::DuplicateEvent, Some(n)) if n > DELIVERIES_KEPT_PER_EVENT => {}
-                (ClaimOutcome::DuplicateEvent, _) => insert_delivery!(tx, &row, counted: false),
-                (ClaimOutcome::DuplicateAction { .. }, _) => {
-                    insert_delivery!(tx, &row, counted: true)
+                match (&outcome, repeats) {
+                    (ClaimOutcome::DuplicateEvent, Some(n)) if n > DELIVERIES_KEPT_PER_EVENT => {}
+                    (ClaimOutcome::DuplicateAction { .. }, _) => {
+                        insert_delivery!($tx, &row, counted: true)
+                    }
+                    _ => insert_delivery!($tx, &row, counted: false),
                 }
+                WriteResult::Claim(outcome)
             }
-            tx.commit().await?;
-            Ok(outcome)
-        })
-    }
+            WriteOp::Record {
+                envelope,
+                outcome,
+                detail,
+                received_at,
+            } => {
+                let row =
+                    DeliveryRow::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
+                insert_delivery!($tx, &row, counted: true);
+                WriteResult::Recorded
+            }
+        }
+    }};
+}
 
-    /// Logs a delivery that makes no claim (ignored type, refused payload or mode).
-    pub async fn record_delivery(&self, row: &DeliveryRow<'_>) -> Result<(), StoreError> {
+/// PostgreSQL: claims of a whole batch in one statement; the ids it returns are the new
+/// claims (the first of several deliveries of one event in a batch wins).
+const BULK_INSERT_CLAIMS: &str = "\
+    INSERT INTO processed_stripe_events \
+        (event_id, event_type, object_id, status, attempts, next_attempt_at, \
+         stripe_created, livemode, received_at, payload) \
+    SELECT e, t, o, 'processing', 0, r, c, l, r, p \
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::bool[], \
+                $7::text[]) AS u(e, t, o, r, c, l, p) \
+    ON CONFLICT DO NOTHING \
+    RETURNING event_id";
+
+const BULK_INSERT_CLAIMED_DELIVERIES: &str = "\
+    INSERT INTO webhook_deliveries (event_id, event_type, object_id, outcome, received_at) \
+    SELECT e, t, o, 'claimed', r \
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(e, t, o, r)";
+
+impl Store {
+    /// Applies `ops` in order in one transaction: all of them become durable, or none.
+    pub async fn apply_writes(&self, ops: &[&WriteOp]) -> Result<Vec<WriteResult>, StoreError> {
+        let claims = ops
+            .iter()
+            .filter(|op| matches!(op, WriteOp::Claim { .. }))
+            .count();
+        if let Pool::Postgres(pool) = &self.pool
+            && claims > 1
+        {
+            return bulk_apply_postgres(pool, ops).await;
+        }
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            insert_delivery!(tx, row, counted: true);
+            let mut results = Vec::with_capacity(ops.len());
+            for op in ops {
+                results.push(apply_write!(tx, *op));
+            }
             tx.commit().await?;
-            Ok(())
+            Ok(results)
         })
     }
 
@@ -198,4 +280,91 @@ impl Store {
         })?;
         Ok(rows)
     }
+}
+
+/// PostgreSQL's path for a batch with several claims: one statement inserts every new claim
+/// and one logs their deliveries; whatever conflicted (duplicates, twins) and every other
+/// write then goes through the one-by-one path, which finds the conflict and says which.
+/// Statements, not rows, are what cost on PostgreSQL.
+async fn bulk_apply_postgres(
+    pool: &sqlx::PgPool,
+    ops: &[&WriteOp],
+) -> Result<Vec<WriteResult>, StoreError> {
+    let mut tx = pool.begin_write().await?;
+    let mut columns = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    for op in ops {
+        if let WriteOp::Claim {
+            envelope,
+            object_id,
+            payload,
+            received_at,
+        } = op
+        {
+            columns.0.push(envelope.id.as_str());
+            columns.1.push(envelope.event_type.as_str());
+            columns.2.push(object_id.as_str());
+            columns.3.push(*received_at);
+            columns.4.push(envelope.created);
+            columns.5.push(envelope.livemode);
+            columns.6.push(payload.as_str());
+        }
+    }
+    let inserted: Vec<String> = sqlx::query_scalar(BULK_INSERT_CLAIMS)
+        .bind(&columns.0)
+        .bind(&columns.1)
+        .bind(&columns.2)
+        .bind(&columns.3)
+        .bind(&columns.4)
+        .bind(&columns.5)
+        .bind(&columns.6)
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut new_claims: std::collections::HashSet<&str> =
+        inserted.iter().map(String::as_str).collect();
+
+    // Which op made each new claim: the first one carrying its event id.
+    let mut claimed = vec![false; ops.len()];
+    let mut logged = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, op) in ops.iter().enumerate() {
+        if let WriteOp::Claim {
+            envelope,
+            object_id,
+            received_at,
+            ..
+        } = op
+            && new_claims.remove(envelope.id.as_str())
+        {
+            claimed[i] = true;
+            logged.0.push(envelope.id.as_str());
+            logged.1.push(envelope.event_type.as_str());
+            logged.2.push(object_id.as_str());
+            logged.3.push(*received_at);
+        }
+    }
+    sqlx::query(BULK_INSERT_CLAIMED_DELIVERIES)
+        .bind(&logged.0)
+        .bind(&logged.1)
+        .bind(&logged.2)
+        .bind(&logged.3)
+        .execute(&mut *tx)
+        .await?;
+
+    let mut results = Vec::with_capacity(ops.len());
+    for (op, claimed) in ops.iter().zip(claimed) {
+        if claimed {
+            results.push(WriteResult::Claim(ClaimOutcome::Claimed));
+        } else {
+            results.push(apply_write!(tx, *op));
+        }
+    }
+    tx.commit().await?;
+    Ok(results)
 }

@@ -14,6 +14,7 @@ on_both_backends!(
     twins_make_one_claim_and_a_visible_duplicate_action,
     two_hundred_concurrent_deliveries_of_one_event_make_one_claim,
     a_failed_delivery_write_leaves_no_claim_and_the_retry_claims,
+    one_failing_claim_does_not_fail_the_deliveries_committed_with_it,
     signed_but_unreadable_payloads_are_refused_and_recorded,
     events_of_the_other_mode_are_refused_and_recorded,
 );
@@ -219,6 +220,54 @@ async fn a_failed_delivery_write_leaves_no_claim_and_the_retry_claims(app: TestA
             .count("SELECT COUNT(*) FROM processed_stripe_events")
             .await,
         1
+    );
+}
+
+/// Concurrent deliveries are committed together; one that cannot be written must get its
+/// own 503 while every other one is claimed.
+async fn one_failing_claim_does_not_fail_the_deliveries_committed_with_it(app: TestApp) {
+    if app.db.url().starts_with("sqlite") {
+        app.db
+            .execute(
+                "CREATE TRIGGER poison BEFORE INSERT ON processed_stripe_events \
+                 WHEN NEW.event_id = 'evt_poison' BEGIN SELECT RAISE(ABORT, 'poison'); END;",
+            )
+            .await;
+    } else {
+        app.db
+            .execute(
+                "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'poison'; END $$; \
+                 CREATE TRIGGER poison BEFORE INSERT ON processed_stripe_events \
+                 FOR EACH ROW WHEN (NEW.event_id = 'evt_poison') EXECUTE FUNCTION poison();",
+            )
+            .await;
+    }
+    let template = String::from_utf8(fixture("checkout.session.completed.paid")).unwrap();
+    let bodies: Vec<String> = (0..60)
+        .map(|i| {
+            let id = if i == 30 {
+                "evt_poison".to_owned()
+            } else {
+                format!("evt_many{i}")
+            };
+            template.replace("evt_pub0001paid", &id).replace(
+                "cs_test_pub0001a1YS1URlnyQCN5fUUduORoQ7Pw41PJ",
+                &format!("cs_many{i}"),
+            )
+        })
+        .collect();
+    let answers =
+        futures::future::join_all(bodies.iter().map(|body| app.deliver(body.as_bytes()))).await;
+    for (i, response) in answers.into_iter().enumerate() {
+        let expected = if i == 30 { 503 } else { 200 };
+        assert_eq!(response.status(), expected, "delivery {i}");
+    }
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events")
+            .await,
+        59
     );
 }
 
