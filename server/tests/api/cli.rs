@@ -151,5 +151,38 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("40 deliveries in"), "{stdout}");
     assert!(stdout.contains("p99"), "{stdout}");
-    assert!(stdout.contains("200 claimed=5, 200 duplicate_event=35"), "{stdout}");
+    assert!(
+        stdout.contains("200 claimed=5, 200 duplicate_event=35"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_zero_or_negative_signature_tolerance_is_refused_at_start() {
+    for value in ["0", "-5"] {
+        let output = claimcheck()
+            .arg("serve")
+            .env("CLAIMCHECK_WEBHOOK_TOLERANCE_SECS", value)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{value}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("CLAIMCHECK_WEBHOOK_TOLERANCE_SECS"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn help_never_prints_the_signing_secret() {
+    let output = claimcheck()
+        .args(["serve", "--help"])
+        .env("STRIPE_WEBHOOK_SECRET", "whsec_do_not_print")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("STRIPE_WEBHOOK_SECRET"), "{stdout}");
+    assert!(!stdout.contains("whsec_do_not_print"), "{stdout}");
 }
