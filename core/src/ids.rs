@@ -66,6 +66,11 @@ id_type!(
     "the event id"
 );
 id_type!(
+    /// The shop's order id (a session's `metadata.order_id` or `client_reference_id`).
+    OrderId,
+    "the order id"
+);
+id_type!(
     /// The id of the object an event is about (`data.object.id`: `cs_…`, `ch_…`, …).
     ObjectId,
     "the object id"

@@ -6,16 +6,18 @@ mod claim;
 mod clock;
 mod database_url;
 mod error;
+pub mod fulfilment;
 mod ids;
 mod store;
 pub mod webhook;
+pub mod worker;
 
 pub use claim::{ClaimCounts, ClaimState};
 pub use clock::now_ms;
 pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
-pub use ids::{EventId, IdError, ObjectId};
+pub use ids::{EventId, IdError, ObjectId, OrderId};
 pub use store::{
-    BatchWriter, ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, MigrationStatus, Store, StoreOptions,
-    WriteOp, WriteResult,
+    BatchWriter, ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, Fulfilled, LeasedClaim, MigrationStatus,
+    Store, StoreOptions, WriteOp, WriteResult,
 };

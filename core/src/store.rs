@@ -31,9 +31,11 @@ macro_rules! on_pool {
 }
 
 mod batch_writer;
+mod claims;
 mod deliveries;
 
 pub use batch_writer::BatchWriter;
+pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
 
 #[derive(Clone)]

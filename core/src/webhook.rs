@@ -5,6 +5,10 @@ mod envelope;
 mod outcome;
 mod signature;
 
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
 use crate::error::StoreError;
 use crate::ids::EventId;
 use crate::store::{BatchWriter, ClaimOutcome, Store, WriteOp, WriteResult};
@@ -93,15 +97,23 @@ pub struct Ingestion {
     writer: BatchWriter,
     verifier: SignatureVerifier,
     mode: StripeMode,
+    /// Woken for every new claim, so an idle worker starts on it at once.
+    new_claim: Arc<Notify>,
 }
 
 impl Ingestion {
     /// Starts the writer lanes on the current Tokio runtime.
-    pub fn new(store: Store, verifier: SignatureVerifier, mode: StripeMode) -> Ingestion {
+    pub fn new(
+        store: Store,
+        verifier: SignatureVerifier,
+        mode: StripeMode,
+        new_claim: Arc<Notify>,
+    ) -> Ingestion {
         Ingestion {
             writer: BatchWriter::start(store, POSTGRES_WRITER_LANES, MAX_WRITES_PER_COMMIT),
             verifier,
             mode,
+            new_claim,
         }
     }
 
@@ -152,7 +164,10 @@ impl Ingestion {
             },
         };
         let accepted = match self.writer.write(op).await? {
-            WriteResult::Claim(ClaimOutcome::Claimed) => Accepted::Claimed,
+            WriteResult::Claim(ClaimOutcome::Claimed) => {
+                self.new_claim.notify_one();
+                Accepted::Claimed
+            }
             WriteResult::Claim(ClaimOutcome::DuplicateEvent) => Accepted::DuplicateEvent,
             WriteResult::Claim(ClaimOutcome::DuplicateAction { original }) => {
                 Accepted::DuplicateAction { original }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_core::worker::WorkerConfig;
 use claimcheck_core::{DatabaseUrl, now_ms};
 use clap::{Args, ValueEnum};
 use tokio::sync::{Semaphore, oneshot};
@@ -290,6 +291,9 @@ impl LocalServer {
                 mode: StripeMode::Test,
                 max_body_bytes: 1024 * 1024,
             },
+            // Ingestion alone: the figures are the webhook's, not fulfilment's.
+            worker: WorkerConfig::default(),
+            workers: 0,
         };
         let app = Application::build(config).await?;
         let addr = app.local_addr();

@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_core::worker::WorkerConfig;
 use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -102,6 +104,49 @@ pub struct ServeArgs {
         default_value = "test"
     )]
     pub stripe_mode: ModeArg,
+    /// Fulfilment workers in this process; 0 makes an instance that only ingests.
+    #[arg(
+        long,
+        env = "CLAIMCHECK_WORKERS",
+        value_name = "CLAIMCHECK_WORKERS",
+        default_value_t = 2
+    )]
+    pub workers: usize,
+    /// How long a worker holds a claim's lease (its fulfilment budget), in seconds.
+    #[arg(
+        long = "lease-secs",
+        env = "CLAIMCHECK_LEASE_SECS",
+        value_name = "CLAIMCHECK_LEASE_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub lease_secs: u64,
+    /// Attempts before a claim is marked failed and waits for an operator.
+    #[arg(
+        long = "max-attempts",
+        env = "CLAIMCHECK_MAX_ATTEMPTS",
+        value_name = "CLAIMCHECK_MAX_ATTEMPTS",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(i64).range(1..)
+    )]
+    pub max_attempts: i64,
+    /// Take stale claims (lease expired: their worker died) again automatically.
+    #[arg(
+        long = "auto-rescue",
+        env = "CLAIMCHECK_AUTO_RESCUE",
+        value_name = "CLAIMCHECK_AUTO_RESCUE",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub auto_rescue: bool,
+    /// Credits per package for sessions without metadata.credits: NAME=CREDITS,…
+    #[arg(
+        long,
+        env = "CLAIMCHECK_PACKAGES",
+        value_name = "CLAIMCHECK_PACKAGES",
+        default_value = ""
+    )]
+    pub packages: Packages,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -140,6 +185,14 @@ impl ServeArgs {
                 },
                 max_body_bytes: self.webhook_max_body_bytes as usize,
             },
+            worker: WorkerConfig {
+                lease: Duration::from_secs(self.lease_secs),
+                max_attempts: self.max_attempts,
+                auto_rescue: self.auto_rescue,
+                packages: self.packages,
+                ..WorkerConfig::default()
+            },
+            workers: self.workers,
         })
     }
 }

@@ -29,10 +29,16 @@ pub(crate) fn router(
     config: &ServeConfig,
     local_addr: SocketAddr,
     metrics: Arc<Metrics>,
+    new_claim: Arc<tokio::sync::Notify>,
 ) -> axum::Router {
     let leptos_options = dashboard::leptos_options(config, local_addr);
     let ingestion = config.webhook.verifier.clone().map(|verifier| {
-        claimcheck_core::webhook::Ingestion::new(store.clone(), verifier, config.webhook.mode)
+        claimcheck_core::webhook::Ingestion::new(
+            store.clone(),
+            verifier,
+            config.webhook.mode,
+            Arc::clone(&new_claim),
+        )
     });
     let state = AppState {
         store,

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
+use claimcheck_core::worker::{Worker, WorkerConfig};
 use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
 use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
 
 use crate::error::ServerError;
 use crate::metrics::Metrics;
@@ -22,6 +24,9 @@ pub struct ServeConfig {
     pub bind: SocketAddr,
     pub site_root: PathBuf,
     pub webhook: WebhookConfig,
+    pub worker: WorkerConfig,
+    /// Fulfilment workers in this process (0: this instance only ingests).
+    pub workers: usize,
 }
 
 /// How `POST /webhooks/stripe` checks deliveries.
@@ -39,6 +44,8 @@ pub struct Application {
     router: axum::Router,
     store: Store,
     local_addr: SocketAddr,
+    workers: Vec<Worker>,
+    new_claim: Arc<Notify>,
 }
 
 impl Application {
@@ -68,17 +75,31 @@ impl Application {
                 "STRIPE_WEBHOOK_SECRET is not set: webhook deliveries are answered 503 until it is"
             );
         }
+        let new_claim = Arc::new(Notify::new());
         let router = routes::router(
             store.clone(),
             &config,
             local_addr,
             Arc::new(Metrics::default()),
+            Arc::clone(&new_claim),
         );
+        let instance = format!("{}:{}", local_addr, std::process::id());
+        let workers = (0..config.workers)
+            .map(|i| {
+                Worker::new(
+                    store.clone(),
+                    format!("{instance}/w{i}"),
+                    config.worker.clone(),
+                )
+            })
+            .collect();
         Ok(Application {
             listener,
             router,
             store,
             local_addr,
+            workers,
+            new_claim,
         })
     }
 
@@ -96,9 +117,21 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
+        let (stop, stopped) = watch::channel(false);
+        let workers: Vec<_> = self
+            .workers
+            .into_iter()
+            .map(|worker| tokio::spawn(worker.run(Arc::clone(&self.new_claim), stopped.clone())))
+            .collect();
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await;
+        // Workers finish the claim in hand; a lease they cannot complete expires and is
+        // rescued by the next instance.
+        let _ = stop.send(true);
+        for worker in workers {
+            let _ = worker.await;
+        }
         self.store.close().await;
         tracing::info!("stopped");
         served.map_err(ServerError::Serve)

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use claimcheck_core::now_ms;
 use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_core::worker::WorkerConfig;
 use claimcheck_server::{Application, ServeConfig, WebhookConfig};
 use tokio::sync::oneshot;
 
@@ -91,6 +92,24 @@ impl TestDb {
         }
     }
 
+    /// Runs a query that returns one text column, straight against the database.
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        match self {
+            TestDb::Sqlite { url, .. } => {
+                let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+                let rows = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
+                pool.close().await;
+                rows
+            }
+            TestDb::Postgres { url, .. } => {
+                let pool = sqlx::PgPool::connect(url).await.unwrap();
+                let rows = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
+                pool.close().await;
+                rows
+            }
+        }
+    }
+
     /// Runs SQL straight against the database, around the application.
     pub async fn execute(&self, sql: &str) {
         match self {
@@ -162,6 +181,8 @@ impl Drop for TestDb {
 /// A running server and the database behind it.
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// The application's own store, for driving a worker directly.
+    pub store: claimcheck_core::Store,
     pub client: reqwest::Client,
     pub db: TestDb,
     shutdown: Option<oneshot::Sender<()>>,
@@ -195,10 +216,19 @@ pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeC
             mode: StripeMode::Test,
             max_body_bytes: 1024 * 1024,
         },
+        worker: WorkerConfig {
+            base_backoff: Duration::from_millis(20),
+            poll_interval: Duration::from_millis(50),
+            ..WorkerConfig::default()
+        },
+        // Tests of ingestion and pages see claims as the webhook left them; fulfilment
+        // tests start workers themselves.
+        workers: 0,
     };
     customize(&mut config);
     let app = Application::build(config).await.unwrap();
     let addr = app.local_addr();
+    let store = app.store().clone();
     let (shutdown, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         app.run_until(async {
@@ -209,6 +239,7 @@ pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeC
     });
     TestApp {
         addr,
+        store,
         client: reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()

@@ -6,5 +6,6 @@ mod helpers;
 
 mod cli;
 mod dashboard;
+mod fulfilment;
 mod health;
 mod webhook;

@@ -1,0 +1,352 @@
+//! What fulfilling a claimed event means, decided from the event alone (no I/O): unlock an
+//! order's credits, let it wait for payment, mark its payment failed, or revoke it after a
+//! refund. The store applies the plan; every effect there is keyed by the order, not the
+//! event, so applying it twice or from a twin changes nothing.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+use crate::ids::{IdError, OrderId};
+
+/// Package name → credits, for sessions whose metadata names a package but no credits
+/// (`CLAIMCHECK_PACKAGES=thesis-40=40,thesis-100=100`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Packages(HashMap<String, i64>);
+
+impl Packages {
+    pub fn credits(&self, package: &str) -> Option<i64> {
+        self.0.get(package).copied()
+    }
+}
+
+impl FromStr for Packages {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut packages = HashMap::new();
+        for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (name, credits) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("'{entry}' is not NAME=CREDITS"))?;
+            let credits: i64 = credits
+                .trim()
+                .parse()
+                .ok()
+                .filter(|c| *c > 0)
+                .ok_or_else(|| format!("'{entry}': credits must be a positive whole number"))?;
+            packages.insert(name.trim().to_owned(), credits);
+        }
+        Ok(Packages(packages))
+    }
+}
+
+/// What a checkout session event asks of its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAction {
+    /// Paid (or nothing to pay): grant the credits.
+    Unlock,
+    /// Completed, but the payment is still pending (e.g. SEPA): wait for the async result.
+    AwaitPayment,
+    /// The delayed payment failed: nothing is granted.
+    PaymentFailed,
+}
+
+/// The order as a checkout session describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderFacts {
+    pub order_id: OrderId,
+    pub session_id: String,
+    pub payment_intent: Option<String>,
+    pub customer_id: Option<String>,
+    pub customer_email: Option<String>,
+    pub package: Option<String>,
+    pub credits: i64,
+    pub payment_status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    Session {
+        order: OrderFacts,
+        action: SessionAction,
+    },
+    /// A fully refunded charge: revoke the credits of the order its payment intent paid.
+    Refund { payment_intent: String },
+    /// A partial refund: recorded on the claim, credits kept.
+    PartialRefund,
+}
+
+/// Why an event cannot be fulfilled. Each is a failed attempt with this message on the claim.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the stored payload is not the expected Stripe object: {0}")]
+    Payload(String),
+    #[error("the session has neither metadata.order_id nor client_reference_id")]
+    NoOrderId,
+    #[error("the session's order id is unusable: {0}")]
+    BadOrderId(#[from] IdError),
+    #[error(
+        "order {order_id}: no credit amount (metadata.credits, or a package known to CLAIMCHECK_PACKAGES)"
+    )]
+    NoCredits { order_id: String },
+    #[error("order {order_id}: metadata.credits '{value}' is not a positive whole number")]
+    BadCredits { order_id: String, value: String },
+    #[error("the session's payment_status '{0}' is unknown")]
+    UnknownPaymentStatus(String),
+    #[error("the refunded charge has no payment_intent to find its order by")]
+    NoPaymentIntent,
+    #[error("Claimcheck does not fulfil {0} events")]
+    NotActing(String),
+}
+
+#[derive(Deserialize)]
+struct Event<T> {
+    data: Data<T>,
+}
+
+#[derive(Deserialize)]
+struct Data<T> {
+    object: T,
+}
+
+#[derive(Deserialize)]
+struct Session {
+    id: String,
+    #[serde(default)]
+    client_reference_id: Option<String>,
+    #[serde(default)]
+    metadata: HashMap<String, serde_json::Value>,
+    #[serde(default)]
+    payment_status: Option<String>,
+    #[serde(default)]
+    payment_intent: Option<serde_json::Value>,
+    #[serde(default)]
+    customer: Option<serde_json::Value>,
+    #[serde(default)]
+    customer_email: Option<String>,
+    #[serde(default)]
+    customer_details: Option<CustomerDetails>,
+}
+
+#[derive(Deserialize)]
+struct CustomerDetails {
+    #[serde(default)]
+    email: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Charge {
+    #[serde(default)]
+    payment_intent: Option<serde_json::Value>,
+    #[serde(default)]
+    refunded: bool,
+}
+
+/// An expandable Stripe field: an id string, or the expanded object with an `id`.
+fn expandable_id(value: Option<serde_json::Value>) -> Option<String> {
+    match value? {
+        serde_json::Value::String(id) => Some(id),
+        serde_json::Value::Object(object) => object.get("id")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+fn metadata_text(metadata: &HashMap<String, serde_json::Value>, key: &str) -> Option<String> {
+    match metadata.get(key)? {
+        serde_json::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan, PlanError> {
+    let action = match event_type {
+        "checkout.session.completed" => None,
+        "checkout.session.async_payment_succeeded" => Some(SessionAction::Unlock),
+        "checkout.session.async_payment_failed" => Some(SessionAction::PaymentFailed),
+        "charge.refunded" => return plan_refund(payload),
+        other => return Err(PlanError::NotActing(other.to_owned())),
+    };
+    let event: Event<Session> =
+        serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
+    let session = event.data.object;
+    let payment_status = session.payment_status.unwrap_or_default();
+    let action = match action {
+        Some(action) => action,
+        None => match payment_status.as_str() {
+            "paid" | "no_payment_required" => SessionAction::Unlock,
+            "unpaid" => SessionAction::AwaitPayment,
+            other => return Err(PlanError::UnknownPaymentStatus(other.to_owned())),
+        },
+    };
+    let order_id = metadata_text(&session.metadata, "order_id")
+        .or(session.client_reference_id.filter(|s| !s.trim().is_empty()))
+        .ok_or(PlanError::NoOrderId)?;
+    let order_id = OrderId::parse(order_id)?;
+    let package = metadata_text(&session.metadata, "package");
+    let credits = match metadata_text(&session.metadata, "credits") {
+        Some(value) => value
+            .parse::<i64>()
+            .ok()
+            .filter(|c| *c > 0)
+            .ok_or_else(|| PlanError::BadCredits {
+                order_id: order_id.to_string(),
+                value,
+            })?,
+        None => package
+            .as_deref()
+            .and_then(|p| packages.credits(p))
+            .ok_or_else(|| PlanError::NoCredits {
+                order_id: order_id.to_string(),
+            })?,
+    };
+    let customer_email = session
+        .customer_details
+        .and_then(|d| d.email)
+        .or(session.customer_email)
+        .map(|e| e.trim().to_lowercase());
+    Ok(Plan::Session {
+        order: OrderFacts {
+            order_id,
+            session_id: session.id,
+            payment_intent: expandable_id(session.payment_intent),
+            customer_id: expandable_id(session.customer),
+            customer_email,
+            package,
+            credits,
+            payment_status,
+        },
+        action,
+    })
+}
+
+fn plan_refund(payload: &str) -> Result<Plan, PlanError> {
+    let event: Event<Charge> =
+        serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
+    let charge = event.data.object;
+    if !charge.refunded {
+        return Ok(Plan::PartialRefund);
+    }
+    let payment_intent = expandable_id(charge.payment_intent).ok_or(PlanError::NoPaymentIntent)?;
+    Ok(Plan::Refund { payment_intent })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = format!(
+            "{}/../fixtures/stripe/events/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    fn plan_fixture(event_type: &str, name: &str) -> Result<Plan, PlanError> {
+        plan(event_type, &fixture(name), &Packages::default())
+    }
+
+    #[test]
+    fn a_paid_session_unlocks_its_order() {
+        let Plan::Session { order, action } = plan_fixture(
+            "checkout.session.completed",
+            "checkout.session.completed.paid",
+        )
+        .unwrap() else {
+            panic!("not a session plan");
+        };
+        assert_eq!(action, SessionAction::Unlock);
+        assert_eq!(order.order_id.as_str(), "ord_pub_0001");
+        assert_eq!(order.credits, 40);
+        assert_eq!(order.customer_email.as_deref(), Some("student1@example.ch"));
+        assert_eq!(
+            order.payment_intent.as_deref(),
+            Some("pi_pub00013Mxc9vLkdIwHu7ix")
+        );
+    }
+
+    #[test]
+    fn each_session_event_has_its_action() {
+        let cases = [
+            (
+                "checkout.session.completed",
+                "checkout.session.completed.free",
+                SessionAction::Unlock,
+            ),
+            (
+                "checkout.session.completed",
+                "checkout.session.completed.unpaid",
+                SessionAction::AwaitPayment,
+            ),
+            (
+                "checkout.session.async_payment_succeeded",
+                "checkout.session.async_payment_succeeded",
+                SessionAction::Unlock,
+            ),
+            (
+                "checkout.session.async_payment_failed",
+                "checkout.session.async_payment_failed",
+                SessionAction::PaymentFailed,
+            ),
+        ];
+        for (event_type, name, expected) in cases {
+            match plan_fixture(event_type, name).unwrap() {
+                Plan::Session { action, .. } => assert_eq!(action, expected, "{name}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_refund_names_the_payment_intent() {
+        assert_eq!(
+            plan_fixture("charge.refunded", "charge.refunded").unwrap(),
+            Plan::Refund {
+                payment_intent: "pi_pub00013Mxc9vLkdIwHu7ix".into()
+            }
+        );
+    }
+
+    #[test]
+    fn credits_come_from_metadata_else_the_package_table() {
+        let payload = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid",
+            "client_reference_id":"ord_9","metadata":{"package":"thesis-100"}}}}"#;
+        let packages: Packages = "thesis-40=40, thesis-100=100".parse().unwrap();
+        match plan("checkout.session.completed", payload, &packages).unwrap() {
+            Plan::Session { order, .. } => {
+                assert_eq!(order.credits, 100);
+                assert_eq!(order.order_id.as_str(), "ord_9");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            plan("checkout.session.completed", payload, &Packages::default()),
+            Err(PlanError::NoCredits {
+                order_id: "ord_9".into()
+            })
+        );
+    }
+
+    #[test]
+    fn unmappable_sessions_are_clear_errors() {
+        let no_order = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid","metadata":{"credits":"5"}}}}"#;
+        assert_eq!(
+            plan("checkout.session.completed", no_order, &Packages::default()),
+            Err(PlanError::NoOrderId)
+        );
+        let bad_credits = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid","metadata":{"order_id":"o","credits":"-3"}}}}"#;
+        assert!(matches!(
+            plan(
+                "checkout.session.completed",
+                bad_credits,
+                &Packages::default()
+            ),
+            Err(PlanError::BadCredits { .. })
+        ));
+        assert!("x=0".parse::<Packages>().is_err());
+        assert!("nonsense".parse::<Packages>().is_err());
+    }
+}

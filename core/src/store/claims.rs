@@ -1,0 +1,273 @@
+//! Taking claims with a lease, fulfilling them, and recording failed attempts.
+//!
+//! A worker leases a due claim (pending and past its backoff, or stale when rescue is on),
+//! applies the fulfilment plan and flips the claim to `processed` in one transaction that
+//! only commits while it still holds the lease, so a worker whose lease was taken over can
+//! never complete a claim twice.
+
+use super::{BeginWrite, Pool, Store};
+use crate::error::StoreError;
+use crate::fulfilment::{OrderFacts, Plan, SessionAction};
+use crate::ids::EventId;
+
+/// A claim this worker holds the lease on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasedClaim {
+    pub event_id: EventId,
+    pub event_type: String,
+    pub payload: String,
+    /// Attempts so far, this one included.
+    pub attempts: i64,
+}
+
+/// How applying a plan ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fulfilled {
+    /// The effect is written and the claim is processed.
+    Processed,
+    /// Another worker holds the lease now; nothing was written.
+    LeaseLost,
+    /// A refund for a payment intent no order knows yet (its session event is still on the
+    /// way): retry later.
+    OrderNotFound { payment_intent: String },
+}
+
+const LEASE_SQLITE: &str = "\
+    UPDATE processed_stripe_events \
+    SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+    WHERE event_id = ( \
+        SELECT event_id FROM processed_stripe_events \
+        WHERE status = 'processing' \
+          AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
+               OR ($4 AND lease_expires_at <= $3)) \
+        ORDER BY next_attempt_at, received_at LIMIT 1) \
+    RETURNING event_id, event_type, payload, attempts";
+
+/// The same, but concurrent workers on other instances skip rows another one is taking.
+const LEASE_POSTGRES: &str = "\
+    UPDATE processed_stripe_events \
+    SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
+    WHERE event_id = ( \
+        SELECT event_id FROM processed_stripe_events \
+        WHERE status = 'processing' \
+          AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
+               OR ($4 AND lease_expires_at <= $3)) \
+        ORDER BY next_attempt_at, received_at LIMIT 1 \
+        FOR UPDATE SKIP LOCKED) \
+    RETURNING event_id, event_type, payload, attempts";
+
+/// Status precedence: an order only moves forward (awaiting < failed < paid < refunded),
+/// whatever order its events are fulfilled in.
+const UPSERT_ORDER: &str = "\
+    INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, \
+                        customer_email, package, credits, status, payment_status, \
+                        created_at, updated_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+    ON CONFLICT (order_id) DO UPDATE SET \
+        checkout_session_id = COALESCE(orders.checkout_session_id, excluded.checkout_session_id), \
+        payment_intent_id = COALESCE(orders.payment_intent_id, excluded.payment_intent_id), \
+        customer_id = COALESCE(orders.customer_id, excluded.customer_id), \
+        customer_email = COALESCE(orders.customer_email, excluded.customer_email), \
+        package = COALESCE(orders.package, excluded.package), \
+        status = CASE WHEN \
+            (CASE excluded.status WHEN 'awaiting_payment' THEN 0 WHEN 'payment_failed' THEN 1 \
+                                  WHEN 'paid' THEN 2 ELSE 3 END) > \
+            (CASE orders.status WHEN 'awaiting_payment' THEN 0 WHEN 'payment_failed' THEN 1 \
+                                WHEN 'paid' THEN 2 ELSE 3 END) \
+            THEN excluded.status ELSE orders.status END, \
+        payment_status = CASE WHEN orders.status IN ('paid', 'refunded') \
+            THEN orders.payment_status ELSE excluded.payment_status END, \
+        updated_at = excluded.updated_at";
+
+/// The unlock entry, written only while the order is paid (never after a refund).
+const UNLOCK: &str = "\
+    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                               created_at) \
+    SELECT order_id, 'unlock', credits, customer_email, customer_id, $2, $3 \
+    FROM orders WHERE order_id = $1 AND status = 'paid' \
+    ON CONFLICT DO NOTHING";
+
+const FIND_ORDER_BY_PAYMENT: &str = "SELECT order_id FROM orders WHERE payment_intent_id = $1";
+
+/// The revoke entry mirrors the unlock; no unlock, nothing to revoke.
+const REVOKE: &str = "\
+    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                               created_at) \
+    SELECT order_id, 'revoke', -delta, customer_email, customer_id, $2, $3 \
+    FROM credit_ledger WHERE order_id = $1 AND kind = 'unlock' \
+    ON CONFLICT DO NOTHING";
+
+const MARK_REFUNDED: &str =
+    "UPDATE orders SET status = 'refunded', updated_at = $2 WHERE order_id = $1";
+
+const MARK_PROCESSED: &str = "\
+    UPDATE processed_stripe_events \
+    SET status = 'processed', processed_at = $3, lease_owner = NULL, lease_expires_at = NULL, \
+        last_error = NULL \
+    WHERE event_id = $1 AND lease_owner = $2 AND status = 'processing'";
+
+const RECORD_FAILURE: &str = "\
+    UPDATE processed_stripe_events \
+    SET lease_owner = NULL, lease_expires_at = NULL, last_error = $3, next_attempt_at = $4, \
+        status = CASE WHEN attempts >= $5 THEN 'failed' ELSE 'processing' END \
+    WHERE event_id = $1 AND lease_owner = $2 AND status = 'processing' \
+    RETURNING status";
+
+fn session_status(action: SessionAction) -> &'static str {
+    match action {
+        SessionAction::Unlock => "paid",
+        SessionAction::AwaitPayment => "awaiting_payment",
+        SessionAction::PaymentFailed => "payment_failed",
+    }
+}
+
+/// Binds an order's facts to `UPSERT_ORDER` and runs it in `$tx`.
+macro_rules! upsert_order {
+    ($tx:expr, $order:expr, $status:expr, $now:expr) => {{
+        let order: &OrderFacts = $order;
+        sqlx::query(UPSERT_ORDER)
+            .bind(order.order_id.as_str())
+            .bind(order.session_id.as_str())
+            .bind(order.payment_intent.as_deref())
+            .bind(order.customer_id.as_deref())
+            .bind(order.customer_email.as_deref())
+            .bind(order.package.as_deref())
+            .bind(order.credits)
+            .bind($status)
+            .bind(order.payment_status.as_str())
+            .bind($now)
+            .execute(&mut *$tx)
+            .await?;
+    }};
+}
+
+impl Store {
+    /// Leases the next due claim to `owner` until `now + lease_ms`. With `rescue_stale`,
+    /// claims whose lease expired (their worker died) are due too.
+    pub async fn lease_next(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        rescue_stale: bool,
+    ) -> Result<Option<LeasedClaim>, StoreError> {
+        let sql = match self.pool {
+            Pool::Sqlite(_) => LEASE_SQLITE,
+            Pool::Postgres(_) => LEASE_POSTGRES,
+        };
+        let row: Option<(String, String, String, i64)> = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let row = sqlx::query_as(sql)
+                .bind(owner)
+                .bind(now + lease_ms)
+                .bind(now)
+                .bind(rescue_stale)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            row
+        });
+        row.map(|(event_id, event_type, payload, attempts)| {
+            Ok(LeasedClaim {
+                event_id: EventId::parse(event_id)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                event_type,
+                payload,
+                attempts,
+            })
+        })
+        .transpose()
+    }
+
+    /// Applies `plan` for `claim` and marks it processed, in one transaction that commits
+    /// only while `owner` still holds the lease.
+    pub async fn fulfil(
+        &self,
+        claim: &LeasedClaim,
+        owner: &str,
+        plan: &Plan,
+        now: i64,
+    ) -> Result<Fulfilled, StoreError> {
+        let event_id = claim.event_id.as_str();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            match plan {
+                Plan::Session { order, action } => {
+                    upsert_order!(tx, order, session_status(*action), now);
+                    if *action == SessionAction::Unlock {
+                        sqlx::query(UNLOCK)
+                            .bind(order.order_id.as_str())
+                            .bind(event_id)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+                Plan::Refund { payment_intent } => {
+                    let order_id: Option<String> = sqlx::query_scalar(FIND_ORDER_BY_PAYMENT)
+                        .bind(payment_intent.as_str())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some(order_id) = order_id else {
+                        return Ok(Fulfilled::OrderNotFound {
+                            payment_intent: payment_intent.clone(),
+                        });
+                    };
+                    sqlx::query(REVOKE)
+                        .bind(order_id.as_str())
+                        .bind(event_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(MARK_REFUNDED)
+                        .bind(order_id.as_str())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Plan::PartialRefund => {}
+            }
+            let marked = sqlx::query(MARK_PROCESSED)
+                .bind(event_id)
+                .bind(owner)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if marked == 1 {
+                tx.commit().await?;
+                Ok(Fulfilled::Processed)
+            } else {
+                // Dropping the transaction rolls the effect back.
+                Ok(Fulfilled::LeaseLost)
+            }
+        })
+    }
+
+    /// Records a failed attempt: the lease is released and the claim retried at
+    /// `next_attempt_at`, or marked `failed` once it has had `max_attempts`. Returns whether
+    /// it is now failed; `None` if `owner` no longer held the lease.
+    pub async fn record_failure(
+        &self,
+        event_id: &EventId,
+        owner: &str,
+        error: &str,
+        next_attempt_at: i64,
+        max_attempts: i64,
+    ) -> Result<Option<bool>, StoreError> {
+        let status: Option<String> = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let status = sqlx::query_scalar(RECORD_FAILURE)
+                .bind(event_id.as_str())
+                .bind(owner)
+                .bind(error)
+                .bind(next_attempt_at)
+                .bind(max_attempts)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            status
+        });
+        Ok(status.map(|s| s == "failed"))
+    }
+}

@@ -1,0 +1,176 @@
+//! The fulfilment worker: lease a due claim, fulfil it, record the outcome; repeat while
+//! there is work, then wait to be woken (a new claim in this process) or for the next poll
+//! (claims from other instances, backoffs coming due, stale leases).
+//!
+//! `run_once` does one claim and is what tests and re-drives call; `run` is the loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+use crate::clock::now_ms;
+use crate::error::StoreError;
+use crate::fulfilment::{Packages, plan};
+use crate::ids::EventId;
+use crate::store::{Fulfilled, LeasedClaim, Store};
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// How long a leased claim belongs to its worker (the fulfilment budget).
+    pub lease: Duration,
+    /// Attempts before a claim is `failed` and waits for an operator.
+    pub max_attempts: i64,
+    /// Backoff after the first failure; doubles with each further one (capped at an hour).
+    pub base_backoff: Duration,
+    /// Whether stale claims (lease expired) are taken again automatically.
+    pub auto_rescue: bool,
+    /// How often an idle worker looks for work it was not woken for.
+    pub poll_interval: Duration,
+    pub packages: Packages,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            lease: Duration::from_secs(60),
+            max_attempts: 8,
+            base_backoff: Duration::from_secs(2),
+            auto_rescue: true,
+            poll_interval: Duration::from_secs(1),
+            packages: Packages::default(),
+        }
+    }
+}
+
+/// What one attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    Processed {
+        event_id: EventId,
+    },
+    /// The attempt failed; the claim is retried later, or `failed` when `gave_up`.
+    Failed {
+        event_id: EventId,
+        error: String,
+        gave_up: bool,
+    },
+    /// Another worker took the lease over; nothing was written.
+    LeaseLost {
+        event_id: EventId,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Worker {
+    store: Store,
+    owner: String,
+    config: WorkerConfig,
+}
+
+impl Worker {
+    pub fn new(store: Store, owner: impl Into<String>, config: WorkerConfig) -> Worker {
+        Worker {
+            store,
+            owner: owner.into(),
+            config,
+        }
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.config.lease.as_millis()).unwrap_or(i64::MAX / 2)
+    }
+
+    /// Leases and works one due claim; `None` when nothing is due.
+    pub async fn run_once(&self) -> Result<Option<Attempt>, StoreError> {
+        let now = now_ms();
+        let Some(claim) = self
+            .store
+            .lease_next(&self.owner, now, self.lease_ms(), self.config.auto_rescue)
+            .await?
+        else {
+            return Ok(None);
+        };
+        self.work(claim).await.map(Some)
+    }
+
+    async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
+        let error = match plan(&claim.event_type, &claim.payload, &self.config.packages) {
+            Err(error) => error.to_string(),
+            Ok(plan) => match self
+                .store
+                .fulfil(&claim, &self.owner, &plan, now_ms())
+                .await
+            {
+                Ok(Fulfilled::Processed) => {
+                    tracing::info!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
+                    return Ok(Attempt::Processed {
+                        event_id: claim.event_id,
+                    });
+                }
+                Ok(Fulfilled::LeaseLost) => {
+                    tracing::warn!(event_id = %claim.event_id, "lease lost before completion; nothing written");
+                    return Ok(Attempt::LeaseLost {
+                        event_id: claim.event_id,
+                    });
+                }
+                Ok(Fulfilled::OrderNotFound { payment_intent }) => format!(
+                    "no order is paid by {payment_intent} yet; its checkout session event may still be on the way"
+                ),
+                Err(error) => {
+                    tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "fulfilment failed");
+                    format!("storage error: {error}")
+                }
+            },
+        };
+        let exponent = u32::try_from(claim.attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+        let backoff = self
+            .config
+            .base_backoff
+            .saturating_mul(2u32.saturating_pow(exponent))
+            .min(Duration::from_secs(3600));
+        let next = now_ms() + i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX / 2);
+        let gave_up = self
+            .store
+            .record_failure(
+                &claim.event_id,
+                &self.owner,
+                &error,
+                next,
+                self.config.max_attempts,
+            )
+            .await?;
+        match gave_up {
+            None => Ok(Attempt::LeaseLost {
+                event_id: claim.event_id,
+            }),
+            Some(gave_up) => {
+                tracing::warn!(event_id = %claim.event_id, attempts = claim.attempts, gave_up, %error, "fulfilment attempt failed");
+                Ok(Attempt::Failed {
+                    event_id: claim.event_id,
+                    error,
+                    gave_up,
+                })
+            }
+        }
+    }
+
+    /// Works until `stop` turns true: drains due claims, then sleeps until woken or the poll
+    /// interval passes. A storage error pauses for the poll interval.
+    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+        while !*stop.borrow() {
+            match self.run_once().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(error = &error as &dyn std::error::Error, worker = %self.owner, "worker cannot reach the database");
+                }
+            }
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}

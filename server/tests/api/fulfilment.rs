@@ -1,0 +1,274 @@
+//! The worker: every fixture path fulfils exactly once, through duplicates, twins, reruns,
+//! out-of-order arrival, failures and a lease taken over.
+
+use std::time::Duration;
+
+use claimcheck_core::fulfilment::{Packages, plan};
+use claimcheck_core::now_ms;
+use claimcheck_core::worker::{Attempt, Worker, WorkerConfig};
+use claimcheck_core::{Fulfilled, Store};
+
+use crate::helpers::{Backend, TestApp, fixture, on_both_backends, spawn_app_with};
+
+on_both_backends!(
+    every_fixture_path_fulfils_exactly_once,
+    fulfilling_a_claim_again_changes_nothing,
+    events_out_of_order_still_unlock_once,
+    an_unmappable_event_fails_after_max_attempts_with_its_reason,
+    a_lease_taken_over_cannot_complete_twice,
+);
+
+fn worker(store: &Store, name: &str) -> Worker {
+    worker_with_attempts(store, name, 3)
+}
+
+fn worker_with_attempts(store: &Store, name: &str, max_attempts: i64) -> Worker {
+    Worker::new(
+        store.clone(),
+        name,
+        WorkerConfig {
+            base_backoff: Duration::from_millis(10),
+            max_attempts,
+            ..WorkerConfig::default()
+        },
+    )
+}
+
+/// Runs `worker` until nothing is due.
+async fn drain(worker: &Worker) -> Vec<Attempt> {
+    let mut attempts = Vec::new();
+    while let Some(attempt) = worker.run_once().await.unwrap() {
+        attempts.push(attempt);
+    }
+    attempts
+}
+
+/// Runs `worker` until `done` holds, for at most five seconds (backoffs must come due).
+async fn work_until(app: &TestApp, worker: &Worker, done: &str, expected: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        drain(worker).await;
+        if app.db.count(done).await == expected {
+            return;
+        }
+        if std::time::Instant::now() > deadline {
+            let claims = app
+                .db
+                .texts(
+                    "SELECT event_id || ' ' || status || ' ' || CAST(attempts AS TEXT) || ' ' \
+                     || COALESCE(last_error, '') FROM processed_stripe_events",
+                )
+                .await;
+            panic!("never reached: {done} = {expected}; claims: {claims:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn deliver_all(app: &TestApp, names: &[&str]) {
+    for name in names {
+        assert_eq!(app.deliver(&fixture(name)).await.status(), 200, "{name}");
+    }
+}
+
+async fn ledger(app: &TestApp, order: &str, kind: &str) -> i64 {
+    app.db
+        .count(&format!(
+            "SELECT COUNT(*) FROM credit_ledger WHERE order_id = '{order}' AND kind = '{kind}'"
+        ))
+        .await
+}
+
+async fn balance(app: &TestApp, order: &str) -> i64 {
+    app.db
+        .count(&format!(
+            "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger WHERE order_id = '{order}'"
+        ))
+        .await
+}
+
+async fn order_status(app: &TestApp, order: &str) -> i64 {
+    let statuses = ["awaiting_payment", "payment_failed", "paid", "refunded"];
+    for (i, status) in statuses.iter().enumerate() {
+        let n = app
+            .db
+            .count(&format!(
+                "SELECT COUNT(*) FROM orders WHERE order_id = '{order}' AND status = '{status}'"
+            ))
+            .await;
+        if n == 1 {
+            return i as i64;
+        }
+    }
+    -1
+}
+
+const AWAITING: i64 = 0;
+const PAYMENT_FAILED: i64 = 1;
+const PAID: i64 = 2;
+const REFUNDED: i64 = 3;
+
+async fn every_fixture_path_fulfils_exactly_once(app: TestApp) {
+    deliver_all(
+        &app,
+        &[
+            "checkout.session.completed.paid",
+            "checkout.session.completed.paid.twin",
+            "checkout.session.completed.paid",
+            "checkout.session.completed.free",
+            "checkout.session.completed.unpaid",
+            "checkout.session.async_payment_succeeded",
+            "checkout.session.completed.unpaid.3",
+            "checkout.session.async_payment_failed",
+            "payment_intent.succeeded",
+            "charge.refunded",
+            "charge.refunded",
+        ],
+    )
+    .await;
+    let attempts = drain(&worker(&app.store, "w1")).await;
+    assert!(
+        attempts
+            .iter()
+            .all(|a| matches!(a, Attempt::Processed { .. })),
+        "{attempts:?}"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
+            .await,
+        7
+    );
+    // Paid, then refunded (twin and repeated refund change nothing).
+    assert_eq!(ledger(&app, "ord_pub_0001", "unlock").await, 1);
+    assert_eq!(ledger(&app, "ord_pub_0001", "revoke").await, 1);
+    assert_eq!(balance(&app, "ord_pub_0001").await, 0);
+    assert_eq!(order_status(&app, "ord_pub_0001").await, REFUNDED);
+    // Delayed payment that succeeded: one unlock.
+    assert_eq!(balance(&app, "ord_pub_0002").await, 40);
+    assert_eq!(order_status(&app, "ord_pub_0002").await, PAID);
+    // Delayed payment that failed: nothing.
+    assert_eq!(ledger(&app, "ord_pub_0003", "unlock").await, 0);
+    assert_eq!(order_status(&app, "ord_pub_0003").await, PAYMENT_FAILED);
+    // Nothing to pay: unlocked.
+    assert_eq!(balance(&app, "ord_pub_0005").await, 40);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 4);
+}
+
+async fn fulfilling_a_claim_again_changes_nothing(app: TestApp) {
+    deliver_all(&app, &["checkout.session.completed.paid"]).await;
+    let worker = worker(&app.store, "w1");
+    drain(&worker).await;
+    // As if the process died after the ledger write and before the claim was marked.
+    app.db
+        .execute("UPDATE processed_stripe_events SET status = 'processing', processed_at = NULL")
+        .await;
+    let attempts = drain(&worker).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(ledger(&app, "ord_pub_0001", "unlock").await, 1);
+    assert_eq!(balance(&app, "ord_pub_0001").await, 40);
+}
+
+async fn events_out_of_order_still_unlock_once(app: TestApp) {
+    // The refund and the async success arrive before the sessions they belong to.
+    deliver_all(
+        &app,
+        &[
+            "charge.refunded",
+            "checkout.session.async_payment_succeeded",
+        ],
+    )
+    .await;
+    // The refund fails until its order is known, however often it comes due first.
+    let worker = worker_with_attempts(&app.store, "w1", 30);
+    drain(&worker).await;
+    assert_eq!(order_status(&app, "ord_pub_0002").await, PAID);
+    deliver_all(
+        &app,
+        &[
+            "checkout.session.completed.unpaid",
+            "checkout.session.completed.paid",
+        ],
+    )
+    .await;
+    // The late `unpaid` does not take order 2 back to awaiting payment; the refund finds
+    // order 1 once its session is in, on a later attempt.
+    work_until(
+        &app,
+        &worker,
+        "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'",
+        4,
+    )
+    .await;
+    assert_eq!(order_status(&app, "ord_pub_0002").await, PAID);
+    assert_eq!(ledger(&app, "ord_pub_0002", "unlock").await, 1);
+    assert_eq!(order_status(&app, "ord_pub_0001").await, REFUNDED);
+    assert_eq!(balance(&app, "ord_pub_0001").await, 0);
+    assert_ne!(order_status(&app, "ord_pub_0002").await, AWAITING);
+}
+
+async fn an_unmappable_event_fails_after_max_attempts_with_its_reason(app: TestApp) {
+    let body = String::from_utf8(fixture("checkout.session.completed.paid"))
+        .unwrap()
+        .replace("\"credits\":\"40\"", "\"credits\":\"lots\"");
+    assert_eq!(app.deliver(body.as_bytes()).await.status(), 200);
+    let worker = worker(&app.store, "w1");
+    work_until(
+        &app,
+        &worker,
+        "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'failed' AND attempts = 3",
+        1,
+    )
+    .await;
+    let reason = app
+        .db
+        .count(
+            "SELECT COUNT(*) FROM processed_stripe_events \
+             WHERE last_error LIKE '%metadata.credits ''lots''%'",
+        )
+        .await;
+    assert_eq!(reason, 1);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 0);
+    // A failed claim waits for an operator: workers leave it alone.
+    assert!(drain(&worker).await.is_empty());
+}
+
+async fn a_lease_taken_over_cannot_complete_twice(app: TestApp) {
+    deliver_all(&app, &["checkout.session.completed.paid"]).await;
+    // Worker A takes the claim with a lease that runs out before it finishes.
+    let claim = app
+        .store
+        .lease_next("worker-a", now_ms(), 1, true)
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Worker B rescues the stale claim and fulfils it.
+    let attempts = drain(&worker(&app.store, "worker-b")).await;
+    assert!(
+        matches!(attempts.as_slice(), [Attempt::Processed { .. }]),
+        "{attempts:?}"
+    );
+    // A wakes up and tries to complete: refused, nothing written.
+    let plan = plan(&claim.event_type, &claim.payload, &Packages::default()).unwrap();
+    let late = app
+        .store
+        .fulfil(&claim, "worker-a", &plan, now_ms())
+        .await
+        .unwrap();
+    assert_eq!(late, Fulfilled::LeaseLost);
+    assert_eq!(ledger(&app, "ord_pub_0001", "unlock").await, 1);
+}
+
+/// The server's own workers pick up a new claim without being asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_workers_fulfil_new_claims() {
+    let app = spawn_app_with(Backend::Sqlite, |config| config.workers = 2).await;
+    deliver_all(&app, &["checkout.session.completed.paid"]).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ledger(&app, "ord_pub_0001", "unlock").await == 0 {
+        assert!(std::time::Instant::now() < deadline, "no unlock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(balance(&app, "ord_pub_0001").await, 40);
+}
