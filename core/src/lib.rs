@@ -18,6 +18,7 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 pub use ids::{EventId, IdError, ObjectId, OrderId};
 pub use store::{
-    BatchWriter, ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, Fulfilled, LeasedClaim, MigrationStatus,
-    Store, StoreOptions, WriteOp, WriteResult,
+    BatchWriter, ClaimOutcome, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView,
+    Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, OrderView, Store, StoreOptions,
+    WriteOp, WriteResult,
 };

@@ -24,8 +24,8 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 macro_rules! on_pool {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.pool {
-            Pool::Sqlite($pool) => $body,
-            Pool::Postgres($pool) => $body,
+            $crate::store::Pool::Sqlite($pool) => $body,
+            $crate::store::Pool::Postgres($pool) => $body,
         }
     };
 }
@@ -33,10 +33,12 @@ macro_rules! on_pool {
 mod batch_writer;
 mod claims;
 mod deliveries;
+mod views;
 
 pub use batch_writer::BatchWriter;
 pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
+pub use views::{ClaimView, CustomerView, DeliveryView, LedgerEntryView, OrderView};
 
 #[derive(Clone)]
 enum Pool {

@@ -43,6 +43,19 @@ impl Default for WorkerConfig {
     }
 }
 
+/// Why a re-drive did not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RedriveRefused {
+    #[error("no claim has event id {0}")]
+    NotFound(String),
+    #[error("the claim is already processed; nothing to do")]
+    AlreadyProcessed,
+    #[error("the claim is being worked on by {owner} right now; try again once its lease ends")]
+    Running { owner: String },
+    #[error("a reason is required")]
+    NoReason,
+}
+
 /// What one attempt did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
@@ -153,6 +166,56 @@ impl Worker {
                 })
             }
         }
+    }
+
+    /// Runs `event_id` now, through the same path as the worker loop, on behalf of `actor`,
+    /// and records who asked, why and what came of it in the audit log. The lease is taken
+    /// with a compare-and-set: of two concurrent re-drives (or a re-drive and a worker) one
+    /// runs and the other is refused.
+    pub async fn redrive(
+        &self,
+        event_id: &EventId,
+        actor: &str,
+        reason: &str,
+    ) -> Result<Result<Attempt, RedriveRefused>, StoreError> {
+        if reason.trim().is_empty() {
+            return Ok(Err(RedriveRefused::NoReason));
+        }
+        let owner = format!("redrive:{actor}:{}", now_ms());
+        let taken = self
+            .store
+            .take_for_redrive(event_id, &owner, now_ms(), self.lease_ms())
+            .await?;
+        let result = match taken {
+            Some(claim) => {
+                let runner = Worker::new(self.store.clone(), owner, self.config.clone());
+                Ok(runner.work(claim).await?)
+            }
+            None => Err(match self.store.claim(event_id, now_ms()).await? {
+                None => RedriveRefused::NotFound(event_id.to_string()),
+                Some(claim) if claim.status == "processed" => RedriveRefused::AlreadyProcessed,
+                Some(claim) => RedriveRefused::Running {
+                    owner: claim.lease_owner.unwrap_or_default(),
+                },
+            }),
+        };
+        let outcome = match &result {
+            Ok(Attempt::Processed { .. }) => "processed".to_owned(),
+            Ok(Attempt::Failed { error, .. }) => format!("failed: {error}"),
+            Ok(Attempt::LeaseLost { .. }) => "lease lost".to_owned(),
+            Err(refused) => format!("refused: {refused}"),
+        };
+        self.store
+            .record_audit(
+                now_ms(),
+                actor,
+                "redrive",
+                event_id.as_str(),
+                reason.trim(),
+                &outcome,
+            )
+            .await?;
+        Ok(result)
     }
 
     /// Works until `stop` turns true: drains due claims, then sleeps until woken or the poll

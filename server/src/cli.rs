@@ -34,6 +34,21 @@ pub enum Command {
     /// Load-test a webhook endpoint with freshly signed deliveries and report throughput and
     /// latency (starts its own server on a fresh database unless --target is given).
     BenchIngest(crate::bench::BenchArgs),
+    /// Inspect claims on Stripe events, and re-drive a stuck one.
+    Claims {
+        #[command(subcommand)]
+        command: crate::commands::ClaimsCommand,
+    },
+    /// Inspect an order: payment status, credits granted, ledger.
+    Orders {
+        #[command(subcommand)]
+        command: crate::commands::OrdersCommand,
+    },
+    /// Inspect a customer's orders and credit balance.
+    Customers {
+        #[command(subcommand)]
+        command: crate::commands::CustomersCommand,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -104,6 +119,13 @@ pub struct ServeArgs {
         default_value = "test"
     )]
     pub stripe_mode: ModeArg,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+/// How claims are worked: shared by `serve` and `claims redrive`.
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
     /// Fulfilment workers in this process; 0 makes an instance that only ingests.
     #[arg(
         long,
@@ -149,6 +171,18 @@ pub struct ServeArgs {
     pub packages: Packages,
 }
 
+impl WorkerArgs {
+    pub fn config(&self) -> WorkerConfig {
+        WorkerConfig {
+            lease: Duration::from_secs(self.lease_secs),
+            max_attempts: self.max_attempts,
+            auto_rescue: self.auto_rescue,
+            packages: self.packages.clone(),
+            ..WorkerConfig::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeArg {
     Test,
@@ -185,14 +219,8 @@ impl ServeArgs {
                 },
                 max_body_bytes: self.webhook_max_body_bytes as usize,
             },
-            worker: WorkerConfig {
-                lease: Duration::from_secs(self.lease_secs),
-                max_attempts: self.max_attempts,
-                auto_rescue: self.auto_rescue,
-                packages: self.packages,
-                ..WorkerConfig::default()
-            },
-            workers: self.workers,
+            worker: self.worker.config(),
+            workers: self.worker.workers,
         })
     }
 }

@@ -8,6 +8,8 @@ use claimcheck_core::StoreError;
 pub enum ServerError {
     #[error("configuration: {0}")]
     Config(String),
+    #[error("{0}")]
+    Command(String),
     #[error("database {url}")]
     Store {
         /// The URL with its password hidden.

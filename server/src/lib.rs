@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod error;
 pub mod metrics;
 mod routes;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use claimcheck_server::cli::{Cli, Command};
-use claimcheck_server::{Application, ServerError, shutdown, telemetry};
+use claimcheck_server::{Application, ServerError, commands, shutdown, telemetry};
 use clap::Parser;
 
 #[tokio::main]
@@ -32,5 +32,8 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         }
         Command::Migrate(args) => claimcheck_server::cli::migrate(&args).await,
         Command::BenchIngest(args) => claimcheck_server::bench::run(args).await,
+        Command::Claims { command } => commands::claims(command).await,
+        Command::Orders { command } => commands::orders(command).await,
+        Command::Customers { command } => commands::customers(command).await,
     }
 }

@@ -113,6 +113,20 @@ const RECORD_FAILURE: &str = "\
     WHERE event_id = $1 AND lease_owner = $2 AND status = 'processing' \
     RETURNING status";
 
+/// Re-drive's compare-and-set: the lease is taken only if nobody holds a live one and the
+/// claim is not processed; two operators (or an operator and a worker) cannot both win.
+const TAKE_FOR_REDRIVE: &str = "\
+    UPDATE processed_stripe_events \
+    SET lease_owner = $2, lease_expires_at = $3, attempts = attempts + 1, \
+        status = 'processing', next_attempt_at = $4 \
+    WHERE event_id = $1 AND status IN ('processing', 'failed') \
+      AND (lease_expires_at IS NULL OR lease_expires_at <= $4) \
+    RETURNING event_id, event_type, payload, attempts";
+
+const INSERT_AUDIT: &str = "\
+    INSERT INTO audit_log (at, actor, action, target, reason, outcome) \
+    VALUES ($1, $2, $3, $4, $5, $6)";
+
 fn session_status(action: SessionAction) -> &'static str {
     match action {
         SessionAction::Unlock => "paid",
@@ -242,6 +256,59 @@ impl Store {
                 Ok(Fulfilled::LeaseLost)
             }
         })
+    }
+
+    /// Takes the lease on `event_id` for a re-drive, if it is pending, stale or failed.
+    pub async fn take_for_redrive(
+        &self,
+        event_id: &EventId,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<Option<LeasedClaim>, StoreError> {
+        let row: Option<(String, String, String, i64)> = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let row = sqlx::query_as(TAKE_FOR_REDRIVE)
+                .bind(event_id.as_str())
+                .bind(owner)
+                .bind(now + lease_ms)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            row
+        });
+        Ok(row.map(|(_, event_type, payload, attempts)| LeasedClaim {
+            event_id: event_id.clone(),
+            event_type,
+            payload,
+            attempts,
+        }))
+    }
+
+    /// Appends to the audit log.
+    pub async fn record_audit(
+        &self,
+        at: i64,
+        actor: &str,
+        action: &str,
+        target: &str,
+        reason: &str,
+        outcome: &str,
+    ) -> Result<(), StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query(INSERT_AUDIT)
+                .bind(at)
+                .bind(actor)
+                .bind(action)
+                .bind(target)
+                .bind(reason)
+                .bind(outcome)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
     }
 
     /// Records a failed attempt: the lease is released and the claim retried at

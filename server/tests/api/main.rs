@@ -8,4 +8,5 @@ mod cli;
 mod dashboard;
 mod fulfilment;
 mod health;
+mod operator_cli;
 mod webhook;

@@ -1,0 +1,279 @@
+//! Read models for operators: claims, orders, customers. Shared by the CLI and the dashboard.
+
+use serde::Serialize;
+
+use super::Store;
+use crate::claim::ClaimState;
+use crate::error::StoreError;
+use crate::ids::{EventId, OrderId};
+
+/// A claim as operators see it. Field names are a contract for scripts (`--json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimView {
+    pub event_id: String,
+    pub event_type: String,
+    pub object_id: String,
+    /// pending | running | stale | processed | failed
+    pub status: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<i64>,
+    pub next_attempt_at: i64,
+    pub deliveries: i64,
+    pub livemode: bool,
+    pub received_at: i64,
+    pub processed_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveryView {
+    pub outcome: String,
+    pub duplicate_of: Option<String>,
+    pub detail: Option<String>,
+    pub received_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerEntryView {
+    pub kind: String,
+    pub delta: i64,
+    pub event_id: String,
+    pub created_at: i64,
+}
+
+/// An order and its credit history. Field names are a contract for scripts (`--json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OrderView {
+    pub order_id: String,
+    pub status: String,
+    pub payment_status: String,
+    /// Net credits granted: unlocks minus revokes.
+    pub credits_granted: i64,
+    pub credits: i64,
+    pub package: Option<String>,
+    pub customer_email: Option<String>,
+    pub customer_id: Option<String>,
+    pub checkout_session_id: Option<String>,
+    pub payment_intent_id: Option<String>,
+    pub ledger: Vec<LedgerEntryView>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CustomerView {
+    /// The email or customer id asked for.
+    pub customer: String,
+    pub balance: i64,
+    pub orders: Vec<OrderView>,
+}
+
+/// The derived state, computed in SQL at `$1` (now), as in `claim_counts`.
+const CLAIM_COLUMNS: &str = "\
+    event_id, event_type, object_id, \
+    CASE WHEN status <> 'processing' THEN status \
+         WHEN lease_expires_at IS NULL THEN 'pending' \
+         WHEN lease_expires_at > $1 THEN 'running' \
+         ELSE 'stale' END AS state, \
+    attempts, last_error, lease_owner, lease_expires_at, next_attempt_at, deliveries, \
+    livemode, received_at, processed_at";
+
+type ClaimRow = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    i64,
+    i64,
+    bool,
+    i64,
+    Option<i64>,
+);
+
+fn claim_view(row: ClaimRow) -> ClaimView {
+    let (
+        event_id,
+        event_type,
+        object_id,
+        status,
+        attempts,
+        last_error,
+        lease_owner,
+        lease_expires_at,
+        next_attempt_at,
+        deliveries,
+        livemode,
+        received_at,
+        processed_at,
+    ) = row;
+    ClaimView {
+        event_id,
+        event_type,
+        object_id,
+        status,
+        attempts,
+        last_error,
+        lease_owner,
+        lease_expires_at,
+        next_attempt_at,
+        deliveries,
+        livemode,
+        received_at,
+        processed_at,
+    }
+}
+
+type OrderRow = (
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+);
+
+const ORDER_COLUMNS: &str = "order_id, status, payment_status, credits, package, \
+    customer_email, customer_id, checkout_session_id, payment_intent_id, created_at, updated_at";
+
+impl Store {
+    /// Claims, newest first, in `state` if given; at most `limit`.
+    pub async fn list_claims(
+        &self,
+        state: Option<ClaimState>,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<ClaimView>, StoreError> {
+        let sql = format!(
+            "SELECT * FROM (SELECT {CLAIM_COLUMNS} FROM processed_stripe_events) AS c \
+             WHERE $2 = '' OR state = $2 ORDER BY received_at DESC, event_id LIMIT $3"
+        );
+        let state = state.map(ClaimState::as_str).unwrap_or("");
+        let rows: Vec<ClaimRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(now).bind(state).bind(limit).fetch_all(pool).await
+        })?;
+        Ok(rows.into_iter().map(claim_view).collect())
+    }
+
+    pub async fn claim(
+        &self,
+        event_id: &EventId,
+        now: i64,
+    ) -> Result<Option<ClaimView>, StoreError> {
+        let sql =
+            format!("SELECT {CLAIM_COLUMNS} FROM processed_stripe_events WHERE event_id = $2");
+        let row: Option<ClaimRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(now).bind(event_id.as_str()).fetch_optional(pool).await
+        })?;
+        Ok(row.map(claim_view))
+    }
+
+    /// Every logged delivery of an event, oldest first.
+    pub async fn deliveries(&self, event_id: &EventId) -> Result<Vec<DeliveryView>, StoreError> {
+        const SQL: &str = "SELECT outcome, duplicate_of, detail, received_at \
+                           FROM webhook_deliveries WHERE event_id = $1 ORDER BY id";
+        let rows: Vec<(String, Option<String>, Option<String>, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(SQL).bind(event_id.as_str()).fetch_all(pool).await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(outcome, duplicate_of, detail, received_at)| DeliveryView {
+                    outcome,
+                    duplicate_of,
+                    detail,
+                    received_at,
+                },
+            )
+            .collect())
+    }
+
+    pub async fn order(&self, order_id: &OrderId) -> Result<Option<OrderView>, StoreError> {
+        let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE order_id = $1");
+        let row: Option<OrderRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(order_id.as_str()).fetch_optional(pool).await
+        })?;
+        match row {
+            Some(row) => Ok(Some(self.order_view(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A customer's orders (by email, case-insensitive, or Stripe customer id) and balance.
+    pub async fn customer(&self, who: &str) -> Result<CustomerView, StoreError> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders \
+             WHERE customer_email = $1 OR customer_id = $2 ORDER BY created_at, order_id"
+        );
+        let rows: Vec<OrderRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(who.trim().to_lowercase())
+                .bind(who.trim())
+                .fetch_all(pool)
+                .await
+        })?;
+        let mut orders = Vec::with_capacity(rows.len());
+        for row in rows {
+            orders.push(self.order_view(row).await?);
+        }
+        Ok(CustomerView {
+            customer: who.trim().to_owned(),
+            balance: orders.iter().map(|o| o.credits_granted).sum(),
+            orders,
+        })
+    }
+
+    async fn order_view(&self, row: OrderRow) -> Result<OrderView, StoreError> {
+        let (
+            order_id,
+            status,
+            payment_status,
+            credits,
+            package,
+            customer_email,
+            customer_id,
+            checkout_session_id,
+            payment_intent_id,
+            created_at,
+            updated_at,
+        ) = row;
+        const LEDGER: &str = "SELECT kind, delta, event_id, created_at FROM credit_ledger \
+                              WHERE order_id = $1 ORDER BY id";
+        let entries: Vec<(String, i64, String, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(LEDGER).bind(order_id.as_str()).fetch_all(pool).await
+        })?;
+        let ledger: Vec<LedgerEntryView> = entries
+            .into_iter()
+            .map(|(kind, delta, event_id, created_at)| LedgerEntryView {
+                kind,
+                delta,
+                event_id,
+                created_at,
+            })
+            .collect();
+        Ok(OrderView {
+            credits_granted: ledger.iter().map(|e| e.delta).sum(),
+            order_id,
+            status,
+            payment_status,
+            credits,
+            package,
+            customer_email,
+            customer_id,
+            checkout_session_id,
+            payment_intent_id,
+            ledger,
+            created_at,
+            updated_at,
+        })
+    }
+}

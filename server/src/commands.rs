@@ -1,0 +1,392 @@
+//! Operator commands: `claims`, `orders`, `customers`. They read the same database as the
+//! server (DATABASE_URL) and print a table, or JSON with `--json` (field names are a contract
+//! for scripts and monitoring: fields may be added, never renamed).
+
+use claimcheck_core::worker::{Attempt, Worker};
+use claimcheck_core::{ClaimState, EventId, OrderId, Store, StoreOptions, now_ms};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use crate::cli::{DatabaseArgs, WorkerArgs};
+use crate::error::ServerError;
+
+#[derive(Debug, Clone, Args)]
+pub struct Output {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClaimsCommand {
+    /// Claims, newest first.
+    List {
+        /// Only claims in this state.
+        #[arg(long, value_parser = parse_state)]
+        status: Option<ClaimState>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// One claim with its deliveries.
+    Show {
+        event_id: EventId,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Run a pending, stale or failed claim now, through the worker's idempotent path.
+    Redrive {
+        event_id: EventId,
+        /// Why (kept in the audit log).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrdersCommand {
+    /// An order, its credits and ledger.
+    Show {
+        order_id: OrderId,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CustomersCommand {
+    /// A customer's balance and orders, by email or Stripe customer id.
+    Show {
+        customer: String,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+fn parse_state(value: &str) -> Result<ClaimState, String> {
+    value
+        .parse()
+        .map_err(|_| "expected one of pending, running, stale, failed, processed".to_owned())
+}
+
+async fn open(database: &DatabaseArgs) -> Result<Store, ServerError> {
+    let url = &database.database_url;
+    let wrap = |source| ServerError::Store {
+        url: url.to_string(),
+        source,
+    };
+    let store = Store::connect(url, &StoreOptions::default())
+        .await
+        .map_err(wrap)?;
+    store.migrate().await.map_err(wrap)?;
+    Ok(store)
+}
+
+fn store_error(database: &DatabaseArgs) -> impl Fn(claimcheck_core::StoreError) -> ServerError {
+    let url = database.database_url.to_string();
+    move |source| ServerError::Store {
+        url: url.clone(),
+        source,
+    }
+}
+
+/// Writes the command's result to stdout: it is the output, not a log line.
+#[allow(clippy::print_stdout)]
+fn print(text: &str) {
+    println!("{text}");
+}
+
+fn print_json(value: &impl Serialize) -> Result<(), ServerError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| ServerError::Command(format!("cannot write JSON: {e}")))?;
+    print(&text);
+    Ok(())
+}
+
+/// Left-aligned columns, for people.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = vec![line(header.iter().map(|h| (*h).to_owned()).collect())];
+    out.extend(rows.iter().map(|r| line(r.clone())));
+    out.join("\n")
+}
+
+fn time(ms: Option<i64>) -> String {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
+    match command {
+        ClaimsCommand::List {
+            status,
+            limit,
+            output,
+            database,
+        } => {
+            let store = open(&database).await?;
+            let claims = store
+                .list_claims(status, now_ms(), limit)
+                .await
+                .map_err(store_error(&database))?;
+            if output.json {
+                return print_json(&claims);
+            }
+            if claims.is_empty() {
+                print("No claims.");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = claims
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.event_id.clone(),
+                        c.event_type.clone(),
+                        c.object_id.clone(),
+                        c.status.clone(),
+                        c.attempts.to_string(),
+                        c.last_error.clone().unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            print(&table(
+                &[
+                    "EVENT",
+                    "TYPE",
+                    "OBJECT",
+                    "STATUS",
+                    "ATTEMPTS",
+                    "LAST ERROR",
+                ],
+                &rows,
+            ));
+            Ok(())
+        }
+        ClaimsCommand::Show {
+            event_id,
+            output,
+            database,
+        } => {
+            let store = open(&database).await?;
+            let wrap = store_error(&database);
+            let claim = store
+                .claim(&event_id, now_ms())
+                .await
+                .map_err(&wrap)?
+                .ok_or_else(|| ServerError::Command(format!("no claim has event id {event_id}")))?;
+            let deliveries = store.deliveries(&event_id).await.map_err(&wrap)?;
+            if output.json {
+                #[derive(Serialize)]
+                struct Shown<'a> {
+                    #[serde(flatten)]
+                    claim: &'a claimcheck_core::ClaimView,
+                    delivery_log: &'a [claimcheck_core::DeliveryView],
+                }
+                return print_json(&Shown {
+                    claim: &claim,
+                    delivery_log: &deliveries,
+                });
+            }
+            let mut text = format!(
+                "event      {}\ntype       {}\nobject     {}\nstatus     {}\nattempts   {}\n\
+                 last error {}\nlease      {} until {}\nreceived   {}\nprocessed  {}\n\
+                 deliveries {}\n",
+                claim.event_id,
+                claim.event_type,
+                claim.object_id,
+                claim.status,
+                claim.attempts,
+                claim.last_error.as_deref().unwrap_or("-"),
+                claim.lease_owner.as_deref().unwrap_or("-"),
+                time(claim.lease_expires_at),
+                time(Some(claim.received_at)),
+                time(claim.processed_at),
+                claim.deliveries,
+            );
+            for d in &deliveries {
+                text.push_str(&format!(
+                    "  {}  {}{}\n",
+                    time(Some(d.received_at)),
+                    d.outcome,
+                    d.duplicate_of
+                        .as_deref()
+                        .map(|o| format!(" (claimed by {o})"))
+                        .unwrap_or_default()
+                ));
+            }
+            print(text.trim_end());
+            Ok(())
+        }
+        ClaimsCommand::Redrive {
+            event_id,
+            reason,
+            output,
+            database,
+            worker,
+        } => {
+            let store = open(&database).await?;
+            let actor = format!(
+                "cli:{}",
+                std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
+            );
+            let runner = Worker::new(store, actor.clone(), worker.config());
+            let result = runner
+                .redrive(&event_id, &actor, &reason)
+                .await
+                .map_err(store_error(&database))?;
+            let (verdict, detail, ok) = match &result {
+                Ok(Attempt::Processed { .. }) => ("processed", String::new(), true),
+                Ok(Attempt::Failed { error, gave_up, .. }) => (
+                    if *gave_up {
+                        "failed"
+                    } else {
+                        "retry_scheduled"
+                    },
+                    error.clone(),
+                    false,
+                ),
+                Ok(Attempt::LeaseLost { .. }) => ("lease_lost", String::new(), false),
+                Err(refused) => ("refused", refused.to_string(), false),
+            };
+            if output.json {
+                print_json(&serde_json::json!({
+                    "event_id": event_id.as_str(),
+                    "result": verdict,
+                    "detail": detail,
+                }))?;
+            } else if detail.is_empty() {
+                print(&format!("{event_id}: {verdict}"));
+            } else {
+                print(&format!("{event_id}: {verdict}: {detail}"));
+            }
+            if ok {
+                Ok(())
+            } else {
+                Err(ServerError::Command(format!(
+                    "re-drive of {event_id}: {verdict}"
+                )))
+            }
+        }
+    }
+}
+
+pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
+    let OrdersCommand::Show {
+        order_id,
+        output,
+        database,
+    } = command;
+    let store = open(&database).await?;
+    let order = store
+        .order(&order_id)
+        .await
+        .map_err(store_error(&database))?
+        .ok_or_else(|| ServerError::Command(format!("no order {order_id}")))?;
+    if output.json {
+        return print_json(&order);
+    }
+    let mut text = format!(
+        "order            {}\nstatus           {}\npayment status   {}\ncredits granted  {} (of {})\n\
+         customer         {}\ncheckout session {}\npayment intent   {}\n",
+        order.order_id,
+        order.status,
+        order.payment_status,
+        order.credits_granted,
+        order.credits,
+        order
+            .customer_email
+            .as_deref()
+            .or(order.customer_id.as_deref())
+            .unwrap_or("-"),
+        order.checkout_session_id.as_deref().unwrap_or("-"),
+        order.payment_intent_id.as_deref().unwrap_or("-"),
+    );
+    let rows: Vec<Vec<String>> = order
+        .ledger
+        .iter()
+        .map(|e| {
+            vec![
+                time(Some(e.created_at)),
+                e.kind.clone(),
+                format!("{:+}", e.delta),
+                e.event_id.clone(),
+            ]
+        })
+        .collect();
+    text.push_str("\nledger\n");
+    text.push_str(&table(&["WHEN", "KIND", "DELTA", "EVENT"], &rows));
+    print(&text);
+    Ok(())
+}
+
+pub async fn customers(command: CustomersCommand) -> Result<(), ServerError> {
+    let CustomersCommand::Show {
+        customer,
+        output,
+        database,
+    } = command;
+    let store = open(&database).await?;
+    let view = store
+        .customer(&customer)
+        .await
+        .map_err(store_error(&database))?;
+    if output.json {
+        return print_json(&view);
+    }
+    if view.orders.is_empty() {
+        return Err(ServerError::Command(format!(
+            "no orders for {customer} (give an email or a Stripe customer id)"
+        )));
+    }
+    let rows: Vec<Vec<String>> = view
+        .orders
+        .iter()
+        .map(|o| {
+            vec![
+                o.order_id.clone(),
+                o.status.clone(),
+                o.credits_granted.to_string(),
+                time(Some(o.created_at)),
+            ]
+        })
+        .collect();
+    print(&format!(
+        "customer {}\nbalance  {}\n\n{}",
+        view.customer,
+        view.balance,
+        table(&["ORDER", "STATUS", "CREDITS", "CREATED"], &rows)
+    ));
+    Ok(())
+}

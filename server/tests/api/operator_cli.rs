@@ -1,0 +1,228 @@
+//! `claimcheck claims|orders|customers` against the database a running server writes to.
+
+use claimcheck_core::worker::{Worker, WorkerConfig};
+use serde_json::Value;
+
+use crate::helpers::{TestApp, fixture, on_both_backends};
+
+on_both_backends!(
+    claims_orders_and_customers_answer_the_operators_questions,
+    redrive_runs_a_failed_claim_once_and_is_audited,
+);
+
+async fn claimcheck(app: &TestApp, args: &[&str]) -> (i32, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(args)
+        .env("DATABASE_URL", app.db.url())
+        .env("RUST_LOG", "warn")
+        .env("USER", "support-sam")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn json(app: &TestApp, args: &[&str]) -> Value {
+    let (code, stdout, stderr) = claimcheck(app, args).await;
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+}
+
+async fn drain(app: &TestApp, config: WorkerConfig) {
+    let worker = Worker::new(app.store.clone(), "test-worker", config);
+    while worker.run_once().await.unwrap().is_some() {}
+}
+
+async fn claims_orders_and_customers_answer_the_operators_questions(app: TestApp) {
+    for name in [
+        "checkout.session.completed.paid",
+        "checkout.session.completed.paid.twin",
+        "checkout.session.completed.unpaid",
+    ] {
+        assert_eq!(app.deliver(&fixture(name)).await.status(), 200);
+    }
+    let pending = json(&app, &["claims", "list", "--status", "pending", "--json"]).await;
+    assert_eq!(pending.as_array().unwrap().len(), 2, "{pending}");
+    for claim in pending.as_array().unwrap() {
+        for field in [
+            "event_id",
+            "event_type",
+            "object_id",
+            "status",
+            "attempts",
+            "last_error",
+        ] {
+            assert!(claim.get(field).is_some(), "{field} missing in {claim}");
+        }
+        assert_eq!(claim["status"], "pending");
+    }
+    drain(&app, WorkerConfig::default()).await;
+
+    let processed = json(&app, &["claims", "list", "--status", "processed", "--json"]).await;
+    assert_eq!(processed.as_array().unwrap().len(), 2);
+    let shown = json(&app, &["claims", "show", "evt_pub0001paid", "--json"]).await;
+    assert_eq!(shown["status"], "processed");
+    assert_eq!(shown["delivery_log"][0]["outcome"], "claimed");
+
+    let order = json(&app, &["orders", "show", "ord_pub_0001", "--json"]).await;
+    assert_eq!(order["order_id"], "ord_pub_0001");
+    assert_eq!(order["status"], "paid");
+    assert_eq!(order["payment_status"], "paid");
+    assert_eq!(order["credits_granted"], 40);
+    let ledger = order["ledger"].as_array().unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["kind"], "unlock");
+    assert_eq!(ledger[0]["delta"], 40);
+    assert_eq!(ledger[0]["event_id"], "evt_pub0001paid");
+    assert!(ledger[0]["created_at"].as_i64().unwrap() > 0);
+
+    let waiting = json(&app, &["orders", "show", "ord_pub_0002", "--json"]).await;
+    assert_eq!(waiting["status"], "awaiting_payment");
+    assert_eq!(waiting["credits_granted"], 0);
+
+    let customer = json(
+        &app,
+        &["customers", "show", "Student1@Example.ch", "--json"],
+    )
+    .await;
+    assert_eq!(customer["balance"], 40);
+    assert_eq!(customer["orders"].as_array().unwrap().len(), 1);
+    let by_id = json(&app, &["customers", "show", "cus_pub0001Q4vWm8", "--json"]).await;
+    assert_eq!(by_id["balance"], 40);
+
+    // Tables for people, and clear errors for what does not exist.
+    let (code, table, _) = claimcheck(&app, &["orders", "show", "ord_pub_0001"]).await;
+    assert_eq!(code, 0);
+    assert!(table.contains("credits granted  40 (of 40)"), "{table}");
+    let (code, _, stderr) = claimcheck(&app, &["orders", "show", "ord_nope"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no order ord_nope"), "{stderr}");
+    let (code, _, stderr) = claimcheck(&app, &["claims", "list", "--status", "weird"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("pending, running, stale, failed, processed"),
+        "{stderr}"
+    );
+}
+
+async fn redrive_runs_a_failed_claim_once_and_is_audited(app: TestApp) {
+    // No credits anywhere: the claim fails until an operator fixes the package table.
+    let body = String::from_utf8(fixture("checkout.session.completed.paid"))
+        .unwrap()
+        .replace(",\"credits\":\"40\"", "");
+    assert_eq!(app.deliver(body.as_bytes()).await.status(), 200);
+    drain(
+        &app,
+        WorkerConfig {
+            max_attempts: 1,
+            ..WorkerConfig::default()
+        },
+    )
+    .await;
+    let failed = json(&app, &["claims", "list", "--status", "failed", "--json"]).await;
+    assert_eq!(failed[0]["event_id"], "evt_pub0001paid");
+    assert!(
+        failed[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no credit amount"),
+        "{failed}"
+    );
+
+    let (code, _, stderr) = claimcheck(
+        &app,
+        &["claims", "redrive", "evt_pub0001paid", "--reason", ""],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+
+    let redriven = json(
+        &app,
+        &[
+            "claims",
+            "redrive",
+            "evt_pub0001paid",
+            "--reason",
+            "package table fixed",
+            "--packages",
+            "thesis-40=40",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(redriven["result"], "processed", "{redriven}");
+    let order = json(&app, &["orders", "show", "ord_pub_0001", "--json"]).await;
+    assert_eq!(order["credits_granted"], 40);
+
+    // Again: refused, nothing granted twice.
+    let (code, stdout, _) = claimcheck(
+        &app,
+        &[
+            "claims",
+            "redrive",
+            "evt_pub0001paid",
+            "--reason",
+            "again",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(stdout.contains("\"refused\""), "{stdout}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 1);
+    let audited = app
+        .db
+        .count(
+            "SELECT COUNT(*) FROM audit_log WHERE actor = 'cli:support-sam' \
+             AND action = 'redrive' AND target = 'evt_pub0001paid'",
+        )
+        .await;
+    // The re-drive that ran and the one refused; a request without a reason never starts.
+    assert_eq!(audited, 2);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM audit_log WHERE reason = 'package table fixed' AND outcome = 'processed'")
+            .await,
+        1
+    );
+}
+
+/// A re-drive racing the worker loop: exactly one of them fulfils.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_racing_workers_unlocks_once() {
+    for backend in [
+        crate::helpers::Backend::Sqlite,
+        crate::helpers::Backend::Postgres,
+    ] {
+        let app = crate::helpers::spawn_app(backend).await;
+        assert_eq!(
+            app.deliver(&fixture("checkout.session.completed.paid"))
+                .await
+                .status(),
+            200
+        );
+        let store = app.store.clone();
+        let workers = (0..3).map(|i| {
+            let worker = Worker::new(store.clone(), format!("w{i}"), WorkerConfig::default());
+            tokio::spawn(async move { worker.run_once().await.unwrap() })
+        });
+        let redrive = {
+            let worker = Worker::new(store.clone(), "operator", WorkerConfig::default());
+            let id = "evt_pub0001paid".parse().unwrap();
+            tokio::spawn(async move { worker.redrive(&id, "ops", "race").await.unwrap() })
+        };
+        for worker in workers {
+            worker.await.unwrap();
+        }
+        redrive.await.unwrap().ok();
+        assert_eq!(
+            app.db.count("SELECT COUNT(*) FROM credit_ledger").await,
+            1,
+            "{backend:?}"
+        );
+    }
+}
