@@ -6,6 +6,7 @@ mod claim;
 mod clock;
 mod database_url;
 mod error;
+mod failpoint;
 pub mod fulfilment;
 mod ids;
 mod store;

@@ -108,6 +108,7 @@ impl Worker {
     }
 
     async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
+        crate::failpoint::hit("after-lease").await;
         let error = match plan(&claim.event_type, &claim.payload, &self.config.packages) {
             Err(error) => error.to_string(),
             Ok(plan) => match self

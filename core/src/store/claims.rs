@@ -241,6 +241,7 @@ impl Store {
                 }
                 Plan::PartialRefund => {}
             }
+            crate::failpoint::hit("after-ledger").await;
             let marked = sqlx::query(MARK_PROCESSED)
                 .bind(event_id)
                 .bind(owner)

@@ -5,6 +5,7 @@
 mod helpers;
 
 mod cli;
+mod crash;
 mod dashboard;
 mod fulfilment;
 mod health;
