@@ -21,6 +21,8 @@ const TEMPLATE: &str =
     include_str!("../../fixtures/stripe/events/checkout.session.completed.paid.json");
 const TEMPLATE_EVENT: &str = "evt_pub0001paid";
 const TEMPLATE_SESSION: &str = "cs_test_pub0001a1YS1URlnyQCN5fUUduORoQ7Pw41PJ";
+const TEMPLATE_ORDER: &str = "ord_pub_0001";
+const TEMPLATE_PAYMENT: &str = "pi_pub00013Mxc9vLkdIwHu7ix";
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
@@ -54,6 +56,11 @@ pub struct BenchArgs {
     /// Send at this many deliveries per second (open loop) instead of as fast as possible.
     #[arg(long)]
     pub rate: Option<u32>,
+    /// Fulfilment workers in the in-process server. With workers, the run also waits until
+    /// every claim is processed and reports end-to-end throughput and the time from
+    /// receipt to credits granted.
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -98,6 +105,13 @@ pub async fn run(args: BenchArgs) -> Result<(), ServerError> {
     let elapsed = started.elapsed();
     report(&args, &backend, &samples, elapsed);
     if let Some(server) = local {
+        if args.workers > 0 {
+            let claims = match args.workload {
+                Workload::Unique => args.requests,
+                Workload::Storm => args.events.max(1).min(args.requests),
+            };
+            report_fulfilment(&server, claims, run_id, started).await?;
+        }
         server.stop().await;
     }
     Ok(())
@@ -127,6 +141,8 @@ impl Shared {
         TEMPLATE
             .replace(TEMPLATE_EVENT, &format!("evt_bench{}x{n}", self.run_id))
             .replace(TEMPLATE_SESSION, &format!("cs_bench{}x{n}", self.run_id))
+            .replace(TEMPLATE_ORDER, &format!("ord_bench{}x{n}", self.run_id))
+            .replace(TEMPLATE_PAYMENT, &format!("pi_bench{}x{n}", self.run_id))
     }
 
     async fn deliver(&self, i: usize, started: Instant) -> Sample {
@@ -257,9 +273,62 @@ fn report(args: &BenchArgs, backend: &str, samples: &[Sample], elapsed: Duration
     }
 }
 
+/// Waits until the in-process server has processed every claim of the run, then prints
+/// end-to-end throughput and receipt-to-processed percentiles.
+async fn report_fulfilment(
+    server: &LocalServer,
+    claims: usize,
+    since: i64,
+    started: Instant,
+) -> Result<(), ServerError> {
+    let store_error = |source| ServerError::Store {
+        url: "bench database".to_owned(),
+        source,
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let times = loop {
+        let times = server
+            .store
+            .processing_times(since)
+            .await
+            .map_err(store_error)?;
+        if times.len() >= claims {
+            break times;
+        }
+        if Instant::now() > deadline {
+            return Err(ServerError::Command(format!(
+                "only {} of {claims} claims processed after 10 minutes",
+                times.len()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let done = started.elapsed();
+    let pick = |q: f64| {
+        let index = ((times.len() as f64 - 1.0) * q).round() as usize;
+        times.get(index).copied().unwrap_or_default()
+    };
+    let summary = format!(
+        "fulfilment: {} claims processed {:.2} s after the first delivery = {:.0}/s; \
+         receipt to credits p50 {} ms, p99 {} ms, max {} ms",
+        times.len(),
+        done.as_secs_f64(),
+        times.len() as f64 / done.as_secs_f64(),
+        pick(0.50),
+        pick(0.99),
+        times.last().copied().unwrap_or_default(),
+    );
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{summary}");
+    }
+    Ok(())
+}
+
 /// A Claimcheck started inside the benchmark process.
 struct LocalServer {
     addr: std::net::SocketAddr,
+    store: claimcheck_core::Store,
     backend: String,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<(), ServerError>>,
@@ -291,19 +360,21 @@ impl LocalServer {
                 mode: StripeMode::Test,
                 max_body_bytes: 1024 * 1024,
             },
-            // Ingestion alone: the figures are the webhook's, not fulfilment's.
             worker: WorkerConfig::default(),
-            workers: 0,
+            // Without --workers the figures are ingestion's alone.
+            workers: args.workers,
         };
         let app = Application::build(config).await?;
         let addr = app.local_addr();
         let backend = app.store().backend().as_str().to_owned();
+        let store = app.store().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(app.run_until(async {
             let _ = stopped.await;
         }));
         Ok(LocalServer {
             addr,
+            store,
             backend,
             stop,
             task,

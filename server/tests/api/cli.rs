@@ -143,7 +143,7 @@ impl Drop for KillOnDrop {
 fn bench_ingest_reports_throughput_latency_and_outcomes() {
     let output = claimcheck()
         .args(["bench-ingest", "--requests", "40", "--concurrency", "4"])
-        .args(["--workload", "storm", "--events", "5"])
+        .args(["--workload", "storm", "--events", "5", "--workers", "1"])
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
@@ -151,6 +151,7 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("40 deliveries in"), "{stdout}");
     assert!(stdout.contains("p99"), "{stdout}");
+    assert!(stdout.contains("fulfilment: 5 claims processed"), "{stdout}");
     assert!(
         stdout.contains("200 claimed=5, 200 duplicate_event=35"),
         "{stdout}"
