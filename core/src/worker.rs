@@ -99,7 +99,13 @@ impl Worker {
         let now = now_ms();
         let Some(claim) = self
             .store
-            .lease_next(&self.owner, now, self.lease_ms(), self.config.auto_rescue)
+            .lease_next(
+                &self.owner,
+                now,
+                self.lease_ms(),
+                self.config.auto_rescue,
+                self.config.max_attempts,
+            )
             .await?
         else {
             return Ok(None);
@@ -219,10 +225,26 @@ impl Worker {
         Ok(result)
     }
 
+    /// The stale sweep: claims whose lease expired on their last attempt become `failed`
+    /// (below that, `run_once` rescues them when auto-rescue is on).
+    pub async fn sweep(&self) -> Result<u64, StoreError> {
+        let failed = self
+            .store
+            .fail_exhausted_stale(now_ms(), self.config.max_attempts)
+            .await?;
+        if failed > 0 {
+            tracing::warn!(failed, "stale claims out of attempts marked failed");
+        }
+        Ok(failed)
+    }
+
     /// Works until `stop` turns true: drains due claims, then sleeps until woken or the poll
     /// interval passes. A storage error pauses for the poll interval.
     pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
         while !*stop.borrow() {
+            if let Err(error) = self.sweep().await {
+                tracing::error!(error = &error as &dyn std::error::Error, worker = %self.owner, "stale sweep failed");
+            }
             match self.run_once().await {
                 Ok(Some(_)) => continue,
                 Ok(None) => {}

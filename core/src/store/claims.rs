@@ -39,7 +39,7 @@ const LEASE_SQLITE: &str = "\
         SELECT event_id FROM processed_stripe_events \
         WHERE status = 'processing' \
           AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
-               OR ($4 AND lease_expires_at <= $3)) \
+               OR ($4 AND lease_expires_at <= $3 AND attempts < $5)) \
         ORDER BY next_attempt_at, received_at LIMIT 1) \
     RETURNING event_id, event_type, payload, attempts";
 
@@ -51,10 +51,18 @@ const LEASE_POSTGRES: &str = "\
         SELECT event_id FROM processed_stripe_events \
         WHERE status = 'processing' \
           AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
-               OR ($4 AND lease_expires_at <= $3)) \
+               OR ($4 AND lease_expires_at <= $3 AND attempts < $5)) \
         ORDER BY next_attempt_at, received_at LIMIT 1 \
         FOR UPDATE SKIP LOCKED) \
     RETURNING event_id, event_type, payload, attempts";
+
+/// A claim whose lease ran out on its last allowed attempt (its worker crashed or overran the
+/// lease every time) is not rescued again: it is failed and waits for an operator.
+const FAIL_EXHAUSTED_STALE: &str = "\
+    UPDATE processed_stripe_events \
+    SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, \
+        last_error = 'the lease expired on the last allowed attempt (worker crashed or ran out of time)' \
+    WHERE status = 'processing' AND lease_expires_at <= $1 AND attempts >= $2";
 
 /// Status precedence: an order only moves forward (awaiting < failed < paid < refunded),
 /// whatever order its events are fulfilled in.
@@ -157,13 +165,15 @@ macro_rules! upsert_order {
 
 impl Store {
     /// Leases the next due claim to `owner` until `now + lease_ms`. With `rescue_stale`,
-    /// claims whose lease expired (their worker died) are due too.
+    /// claims whose lease expired (their worker died) are due too, while they have attempts
+    /// left (`max_attempts`).
     pub async fn lease_next(
         &self,
         owner: &str,
         now: i64,
         lease_ms: i64,
         rescue_stale: bool,
+        max_attempts: i64,
     ) -> Result<Option<LeasedClaim>, StoreError> {
         let sql = match self.pool {
             Pool::Sqlite(_) => LEASE_SQLITE,
@@ -176,6 +186,7 @@ impl Store {
                 .bind(now + lease_ms)
                 .bind(now)
                 .bind(rescue_stale)
+                .bind(max_attempts)
                 .fetch_optional(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -257,6 +268,23 @@ impl Store {
                 Ok(Fulfilled::LeaseLost)
             }
         })
+    }
+
+    /// Fails stale claims that have used up their attempts; returns how many.
+    pub async fn fail_exhausted_stale(
+        &self,
+        now: i64,
+        max_attempts: i64,
+    ) -> Result<u64, StoreError> {
+        let failed = on_pool!(self, pool => {
+            sqlx::query(FAIL_EXHAUSTED_STALE)
+                .bind(now)
+                .bind(max_attempts)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(failed)
     }
 
     /// Takes the lease on `event_id` for a re-drive, if it is pending, stale or failed.

@@ -151,7 +151,10 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("40 deliveries in"), "{stdout}");
     assert!(stdout.contains("p99"), "{stdout}");
-    assert!(stdout.contains("fulfilment: 5 claims processed"), "{stdout}");
+    assert!(
+        stdout.contains("fulfilment: 5 claims processed"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("200 claimed=5, 200 duplicate_event=35"),
         "{stdout}"

@@ -16,6 +16,7 @@ on_both_backends!(
     events_out_of_order_still_unlock_once,
     an_unmappable_event_fails_after_max_attempts_with_its_reason,
     a_lease_taken_over_cannot_complete_twice,
+    a_claim_whose_worker_keeps_dying_fails_after_max_attempts,
 );
 
 fn worker(store: &Store, name: &str) -> Worker {
@@ -238,7 +239,7 @@ async fn a_lease_taken_over_cannot_complete_twice(app: TestApp) {
     // Worker A takes the claim with a lease that runs out before it finishes.
     let claim = app
         .store
-        .lease_next("worker-a", now_ms(), 1, true)
+        .lease_next("worker-a", now_ms(), 1, true, 3)
         .await
         .unwrap()
         .unwrap();
@@ -271,4 +272,32 @@ async fn the_servers_workers_fulfil_new_claims() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(balance(&app, "ord_pub_0001").await, 40);
+}
+
+async fn a_claim_whose_worker_keeps_dying_fails_after_max_attempts(app: TestApp) {
+    deliver_all(&app, &["checkout.session.completed.paid"]).await;
+    // Three workers in a row take the lease and die with it (max attempts: 3).
+    for i in 0..3 {
+        let taken = app
+            .store
+            .lease_next(&format!("doomed-{i}"), now_ms(), 1, true, 3)
+            .await
+            .unwrap();
+        assert!(taken.is_some(), "attempt {i}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let worker = worker(&app.store, "survivor");
+    // Out of attempts: not rescued again, but failed by the sweep, with the reason.
+    assert!(drain(&worker).await.is_empty());
+    assert_eq!(worker.sweep().await.unwrap(), 1);
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'failed' \
+                 AND last_error LIKE 'the lease expired on the last allowed attempt%'"
+            )
+            .await,
+        1
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 0);
 }
