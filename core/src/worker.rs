@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::clock::now_ms;
 use crate::error::StoreError;
-use crate::fulfilment::{Packages, plan};
+use crate::fulfilment::{Packages, Plan, plan};
 use crate::ids::EventId;
 use crate::store::{Fulfilled, LeasedClaim, Store};
 
@@ -25,6 +25,8 @@ pub struct WorkerConfig {
     pub base_backoff: Duration,
     /// Whether stale claims (lease expired) are taken again automatically.
     pub auto_rescue: bool,
+    /// Claims leased and committed together.
+    pub batch_size: i64,
     /// How often an idle worker looks for work it was not woken for.
     pub poll_interval: Duration,
     pub packages: Packages,
@@ -37,6 +39,7 @@ impl Default for WorkerConfig {
             max_attempts: 8,
             base_backoff: Duration::from_secs(2),
             auto_rescue: true,
+            batch_size: 32,
             poll_interval: Duration::from_secs(1),
             packages: Packages::default(),
         }
@@ -94,55 +97,111 @@ impl Worker {
         i64::try_from(self.config.lease.as_millis()).unwrap_or(i64::MAX / 2)
     }
 
-    /// Leases and works one due claim; `None` when nothing is due.
-    pub async fn run_once(&self) -> Result<Option<Attempt>, StoreError> {
-        let now = now_ms();
-        let Some(claim) = self
+    /// Leases up to a batch of due claims and works them; empty when nothing is due.
+    /// Their effects are committed together; a batch that cannot be (a lease lost, a
+    /// storage error) is worked again claim by claim, each with its own answer.
+    pub async fn run_once(&self) -> Result<Vec<Attempt>, StoreError> {
+        let claims = self
             .store
-            .lease_next(
+            .lease_due(
                 &self.owner,
-                now,
+                now_ms(),
                 self.lease_ms(),
                 self.config.auto_rescue,
                 self.config.max_attempts,
+                self.config.batch_size.max(1),
             )
-            .await?
-        else {
-            return Ok(None);
-        };
-        self.work(claim).await.map(Some)
-    }
-
-    async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
+            .await?;
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
         crate::failpoint::hit("after-lease").await;
-        let error = match plan(&claim.event_type, &claim.payload, &self.config.packages) {
-            Err(error) => error.to_string(),
-            Ok(plan) => match self
+        let mut attempts = Vec::with_capacity(claims.len());
+        let mut planned = Vec::with_capacity(claims.len());
+        for claim in claims {
+            match plan(&claim.event_type, &claim.payload, &self.config.packages) {
+                Ok(plan) => planned.push((claim, plan)),
+                Err(error) => attempts.push(self.fail(claim, error.to_string()).await?),
+            }
+        }
+        if planned.len() > 1 {
+            let batch: Vec<(&LeasedClaim, &Plan)> = planned.iter().map(|(c, p)| (c, p)).collect();
+            match self.store.fulfil_batch(&batch, &self.owner, now_ms()).await {
+                Ok(Some(results)) => {
+                    for ((claim, _), fulfilled) in planned.into_iter().zip(results) {
+                        attempts.push(self.settle(claim, Ok(fulfilled)).await?);
+                    }
+                    return Ok(attempts);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        claims = planned.len(),
+                        "a batch of fulfilments failed; working them one by one"
+                    );
+                }
+            }
+        }
+        for (claim, plan) in planned {
+            let fulfilled = self
                 .store
                 .fulfil(&claim, &self.owner, &plan, now_ms())
-                .await
-            {
-                Ok(Fulfilled::Processed) => {
-                    tracing::info!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
-                    return Ok(Attempt::Processed {
-                        event_id: claim.event_id,
-                    });
-                }
-                Ok(Fulfilled::LeaseLost) => {
-                    tracing::warn!(event_id = %claim.event_id, "lease lost before completion; nothing written");
-                    return Ok(Attempt::LeaseLost {
-                        event_id: claim.event_id,
-                    });
-                }
-                Ok(Fulfilled::OrderNotFound { payment_intent }) => format!(
+                .await;
+            attempts.push(self.settle(claim, fulfilled).await?);
+        }
+        Ok(attempts)
+    }
+
+    /// Works one leased claim (re-drive).
+    async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
+        crate::failpoint::hit("after-lease").await;
+        match plan(&claim.event_type, &claim.payload, &self.config.packages) {
+            Err(error) => self.fail(claim, error.to_string()).await,
+            Ok(plan) => {
+                let fulfilled = self
+                    .store
+                    .fulfil(&claim, &self.owner, &plan, now_ms())
+                    .await;
+                self.settle(claim, fulfilled).await
+            }
+        }
+    }
+
+    /// Turns what fulfilment did into an attempt, recording a failure where there was one.
+    async fn settle(
+        &self,
+        claim: LeasedClaim,
+        fulfilled: Result<Fulfilled, StoreError>,
+    ) -> Result<Attempt, StoreError> {
+        match fulfilled {
+            Ok(Fulfilled::Processed) => {
+                tracing::info!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
+                Ok(Attempt::Processed {
+                    event_id: claim.event_id,
+                })
+            }
+            Ok(Fulfilled::LeaseLost) => {
+                tracing::warn!(event_id = %claim.event_id, "lease lost before completion; nothing written");
+                Ok(Attempt::LeaseLost {
+                    event_id: claim.event_id,
+                })
+            }
+            Ok(Fulfilled::OrderNotFound { payment_intent }) => {
+                let error = format!(
                     "no order is paid by {payment_intent} yet; its checkout session event may still be on the way"
-                ),
-                Err(error) => {
-                    tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "fulfilment failed");
-                    format!("storage error: {error}")
-                }
-            },
-        };
+                );
+                self.fail(claim, error).await
+            }
+            Err(error) => {
+                tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "fulfilment failed");
+                self.fail(claim, format!("storage error: {error}")).await
+            }
+        }
+    }
+
+    /// Records a failed attempt: retried after an exponential backoff, or failed for good.
+    async fn fail(&self, claim: LeasedClaim, error: String) -> Result<Attempt, StoreError> {
         let exponent = u32::try_from(claim.attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
         let backoff = self
             .config
@@ -246,8 +305,8 @@ impl Worker {
                 tracing::error!(error = &error as &dyn std::error::Error, worker = %self.owner, "stale sweep failed");
             }
             match self.run_once().await {
-                Ok(Some(_)) => continue,
-                Ok(None) => {}
+                Ok(attempts) if !attempts.is_empty() => continue,
+                Ok(_) => {}
                 Err(error) => {
                     tracing::error!(error = &error as &dyn std::error::Error, worker = %self.owner, "worker cannot reach the database");
                 }

@@ -35,26 +35,26 @@ pub enum Fulfilled {
 const LEASE_SQLITE: &str = "\
     UPDATE processed_stripe_events \
     SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-    WHERE event_id = ( \
+    WHERE event_id IN ( \
         SELECT event_id FROM processed_stripe_events \
         WHERE status = 'processing' \
           AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
                OR ($4 AND lease_expires_at <= $3 AND attempts < $5)) \
-        ORDER BY next_attempt_at, received_at LIMIT 1) \
-    RETURNING event_id, event_type, payload, attempts";
+        ORDER BY next_attempt_at, received_at LIMIT $6) \
+    RETURNING event_id, event_type, payload, attempts, received_at";
 
 /// The same, but concurrent workers on other instances skip rows another one is taking.
 const LEASE_POSTGRES: &str = "\
     UPDATE processed_stripe_events \
     SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-    WHERE event_id = ( \
+    WHERE event_id IN ( \
         SELECT event_id FROM processed_stripe_events \
         WHERE status = 'processing' \
           AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
                OR ($4 AND lease_expires_at <= $3 AND attempts < $5)) \
-        ORDER BY next_attempt_at, received_at LIMIT 1 \
+        ORDER BY next_attempt_at, received_at LIMIT $6 \
         FOR UPDATE SKIP LOCKED) \
-    RETURNING event_id, event_type, payload, attempts";
+    RETURNING event_id, event_type, payload, attempts, received_at";
 
 /// A claim whose lease ran out on its last allowed attempt (its worker crashed or overran the
 /// lease every time) is not rescued again: it is failed and waits for an operator.
@@ -163,10 +163,73 @@ macro_rules! upsert_order {
     }};
 }
 
+/// Writes `plan`'s effect for `event_id` and marks it processed inside `$tx`, if `owner`
+/// still holds its lease; evaluates to what happened. Nothing is committed here.
+macro_rules! apply_plan {
+    ($tx:expr, $event_id:expr, $owner:expr, $plan:expr, $now:expr) => {{
+        let event_id: &str = $event_id;
+        let now: i64 = $now;
+        let plan: &Plan = $plan;
+        let mut missing_order = None;
+        match plan {
+            Plan::Session { order, action } => {
+                upsert_order!($tx, order, session_status(*action), now);
+                if *action == SessionAction::Unlock {
+                    sqlx::query(UNLOCK)
+                        .bind(order.order_id.as_str())
+                        .bind(event_id)
+                        .bind(now)
+                        .execute(&mut *$tx)
+                        .await?;
+                }
+            }
+            Plan::Refund { payment_intent } => {
+                let order_id: Option<String> = sqlx::query_scalar(FIND_ORDER_BY_PAYMENT)
+                    .bind(payment_intent.as_str())
+                    .fetch_optional(&mut *$tx)
+                    .await?;
+                match order_id {
+                    None => missing_order = Some(payment_intent.clone()),
+                    Some(order_id) => {
+                        sqlx::query(REVOKE)
+                            .bind(order_id.as_str())
+                            .bind(event_id)
+                            .bind(now)
+                            .execute(&mut *$tx)
+                            .await?;
+                        sqlx::query(MARK_REFUNDED)
+                            .bind(order_id.as_str())
+                            .bind(now)
+                            .execute(&mut *$tx)
+                            .await?;
+                    }
+                }
+            }
+            Plan::PartialRefund => {}
+        }
+        match missing_order {
+            Some(payment_intent) => Fulfilled::OrderNotFound { payment_intent },
+            None => {
+                crate::failpoint::hit("after-ledger").await;
+                let marked = sqlx::query(MARK_PROCESSED)
+                    .bind(event_id)
+                    .bind($owner)
+                    .bind(now)
+                    .execute(&mut *$tx)
+                    .await?
+                    .rows_affected();
+                if marked == 1 {
+                    Fulfilled::Processed
+                } else {
+                    Fulfilled::LeaseLost
+                }
+            }
+        }
+    }};
+}
+
 impl Store {
-    /// Leases the next due claim to `owner` until `now + lease_ms`. With `rescue_stale`,
-    /// claims whose lease expired (their worker died) are due too, while they have attempts
-    /// left (`max_attempts`).
+    /// Leases the next due claim to `owner` (see [`Store::lease_due`]).
     pub async fn lease_next(
         &self,
         owner: &str,
@@ -175,33 +238,55 @@ impl Store {
         rescue_stale: bool,
         max_attempts: i64,
     ) -> Result<Option<LeasedClaim>, StoreError> {
+        let mut claims = self
+            .lease_due(owner, now, lease_ms, rescue_stale, max_attempts, 1)
+            .await?;
+        Ok(claims.pop())
+    }
+
+    /// Leases up to `limit` due claims to `owner` until `now + lease_ms`, oldest first. With
+    /// `rescue_stale`, claims whose lease expired (their worker died) are due too, while they
+    /// have attempts left (`max_attempts`).
+    pub async fn lease_due(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        rescue_stale: bool,
+        max_attempts: i64,
+        limit: i64,
+    ) -> Result<Vec<LeasedClaim>, StoreError> {
         let sql = match self.pool {
             Pool::Sqlite(_) => LEASE_SQLITE,
             Pool::Postgres(_) => LEASE_POSTGRES,
         };
-        let row: Option<(String, String, String, i64)> = on_pool!(self, pool => {
+        let mut rows: Vec<(String, String, String, i64, i64)> = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let row = sqlx::query_as(sql)
+            let rows = sqlx::query_as(sql)
                 .bind(owner)
                 .bind(now + lease_ms)
                 .bind(now)
                 .bind(rescue_stale)
                 .bind(max_attempts)
-                .fetch_optional(&mut *tx)
+                .bind(limit)
+                .fetch_all(&mut *tx)
                 .await?;
             tx.commit().await?;
-            row
+            rows
         });
-        row.map(|(event_id, event_type, payload, attempts)| {
-            Ok(LeasedClaim {
-                event_id: EventId::parse(event_id)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                event_type,
-                payload,
-                attempts,
+        // RETURNING follows no order: work the oldest first (a session before its refund).
+        rows.sort_by_key(|row| row.4);
+        rows.into_iter()
+            .map(|(event_id, event_type, payload, attempts, _)| {
+                Ok(LeasedClaim {
+                    event_id: EventId::parse(event_id)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    event_type,
+                    payload,
+                    attempts,
+                })
             })
-        })
-        .transpose()
+            .collect()
     }
 
     /// Applies `plan` for `claim` and marks it processed, in one transaction that commits
@@ -213,60 +298,38 @@ impl Store {
         plan: &Plan,
         now: i64,
     ) -> Result<Fulfilled, StoreError> {
-        let event_id = claim.event_id.as_str();
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            match plan {
-                Plan::Session { order, action } => {
-                    upsert_order!(tx, order, session_status(*action), now);
-                    if *action == SessionAction::Unlock {
-                        sqlx::query(UNLOCK)
-                            .bind(order.order_id.as_str())
-                            .bind(event_id)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
-                Plan::Refund { payment_intent } => {
-                    let order_id: Option<String> = sqlx::query_scalar(FIND_ORDER_BY_PAYMENT)
-                        .bind(payment_intent.as_str())
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let Some(order_id) = order_id else {
-                        return Ok(Fulfilled::OrderNotFound {
-                            payment_intent: payment_intent.clone(),
-                        });
-                    };
-                    sqlx::query(REVOKE)
-                        .bind(order_id.as_str())
-                        .bind(event_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(MARK_REFUNDED)
-                        .bind(order_id.as_str())
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                Plan::PartialRefund => {}
-            }
-            crate::failpoint::hit("after-ledger").await;
-            let marked = sqlx::query(MARK_PROCESSED)
-                .bind(event_id)
-                .bind(owner)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if marked == 1 {
+            let fulfilled = apply_plan!(tx, claim.event_id.as_str(), owner, plan, now);
+            if fulfilled == Fulfilled::Processed {
                 tx.commit().await?;
-                Ok(Fulfilled::Processed)
-            } else {
-                // Dropping the transaction rolls the effect back.
-                Ok(Fulfilled::LeaseLost)
             }
+            // Otherwise dropping the transaction rolls the effect back.
+            Ok(fulfilled)
+        })
+    }
+
+    /// Fulfils a batch leased by `owner` in one transaction (one commit for all). `None` if
+    /// the lease of any of them was lost: nothing is written and the caller goes one by one.
+    /// A refund whose order is not known yet is skipped (no writes) and reported as such.
+    pub async fn fulfil_batch(
+        &self,
+        batch: &[(&LeasedClaim, &Plan)],
+        owner: &str,
+        now: i64,
+    ) -> Result<Option<Vec<Fulfilled>>, StoreError> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut results = Vec::with_capacity(batch.len());
+            for (claim, plan) in batch {
+                let fulfilled = apply_plan!(tx, claim.event_id.as_str(), owner, *plan, now);
+                if fulfilled == Fulfilled::LeaseLost {
+                    return Ok(None);
+                }
+                results.push(fulfilled);
+            }
+            tx.commit().await?;
+            Ok(Some(results))
         })
     }
 

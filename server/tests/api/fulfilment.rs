@@ -38,8 +38,12 @@ fn worker_with_attempts(store: &Store, name: &str, max_attempts: i64) -> Worker 
 /// Runs `worker` until nothing is due.
 async fn drain(worker: &Worker) -> Vec<Attempt> {
     let mut attempts = Vec::new();
-    while let Some(attempt) = worker.run_once().await.unwrap() {
-        attempts.push(attempt);
+    loop {
+        let batch = worker.run_once().await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        attempts.extend(batch);
     }
     attempts
 }

@@ -34,7 +34,7 @@ async fn json(app: &TestApp, args: &[&str]) -> Value {
 
 async fn drain(app: &TestApp, config: WorkerConfig) {
     let worker = Worker::new(app.store.clone(), "test-worker", config);
-    while worker.run_once().await.unwrap().is_some() {}
+    while !worker.run_once().await.unwrap().is_empty() {}
 }
 
 async fn claims_orders_and_customers_answer_the_operators_questions(app: TestApp) {
