@@ -32,29 +32,29 @@ pub enum Fulfilled {
     OrderNotFound { payment_intent: String },
 }
 
-const LEASE_SQLITE: &str = "\
-    UPDATE processed_stripe_events \
-    SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-    WHERE event_id IN ( \
-        SELECT event_id FROM processed_stripe_events \
-        WHERE status = 'processing' \
-          AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
-               OR ($4 AND lease_expires_at <= $3 AND attempts < $5)) \
-        ORDER BY next_attempt_at, received_at LIMIT $6) \
-    RETURNING event_id, event_type, payload, attempts, received_at";
+/// Leases up to `$6` due claims: pending ones past their backoff, and stale ones with
+/// attempts left when rescue (`$4`) is on. `$lock` is the row-locking clause, if any.
+macro_rules! lease_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE processed_stripe_events ",
+            "SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 ",
+            "WHERE event_id IN (",
+            " SELECT event_id FROM processed_stripe_events",
+            " WHERE status = 'processing'",
+            " AND ((lease_expires_at IS NULL AND next_attempt_at <= $3)",
+            " OR ($4 AND lease_expires_at <= $3 AND attempts < $5))",
+            " ORDER BY next_attempt_at, received_at LIMIT $6 ",
+            $lock,
+            ") RETURNING event_id, event_type, payload, attempts, received_at"
+        )
+    };
+}
 
-/// The same, but concurrent workers on other instances skip rows another one is taking.
-const LEASE_POSTGRES: &str = "\
-    UPDATE processed_stripe_events \
-    SET lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1 \
-    WHERE event_id IN ( \
-        SELECT event_id FROM processed_stripe_events \
-        WHERE status = 'processing' \
-          AND ((lease_expires_at IS NULL AND next_attempt_at <= $3) \
-               OR ($4 AND lease_expires_at <= $3 AND attempts < $5)) \
-        ORDER BY next_attempt_at, received_at LIMIT $6 \
-        FOR UPDATE SKIP LOCKED) \
-    RETURNING event_id, event_type, payload, attempts, received_at";
+const LEASE_SQLITE: &str = lease_sql!("");
+
+/// Concurrent workers on other instances skip the rows another one is taking.
+const LEASE_POSTGRES: &str = lease_sql!("FOR UPDATE SKIP LOCKED");
 
 /// A claim whose lease ran out on its last allowed attempt (its worker crashed or overran the
 /// lease every time) is not rescued again: it is failed and waits for an operator.

@@ -8,7 +8,7 @@ use crate::error::StoreError;
 use crate::ids::{EventId, OrderId};
 
 /// A claim as operators see it. Field names are a contract for scripts (`--json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct ClaimView {
     pub event_id: String,
     pub event_type: String,
@@ -75,58 +75,9 @@ const CLAIM_COLUMNS: &str = "\
     CASE WHEN status <> 'processing' THEN status \
          WHEN lease_expires_at IS NULL THEN 'pending' \
          WHEN lease_expires_at > $1 THEN 'running' \
-         ELSE 'stale' END AS state, \
+         ELSE 'stale' END AS status, \
     attempts, last_error, lease_owner, lease_expires_at, next_attempt_at, deliveries, \
     livemode, received_at, processed_at";
-
-type ClaimRow = (
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    i64,
-    i64,
-    bool,
-    i64,
-    Option<i64>,
-);
-
-fn claim_view(row: ClaimRow) -> ClaimView {
-    let (
-        event_id,
-        event_type,
-        object_id,
-        status,
-        attempts,
-        last_error,
-        lease_owner,
-        lease_expires_at,
-        next_attempt_at,
-        deliveries,
-        livemode,
-        received_at,
-        processed_at,
-    ) = row;
-    ClaimView {
-        event_id,
-        event_type,
-        object_id,
-        status,
-        attempts,
-        last_error,
-        lease_owner,
-        lease_expires_at,
-        next_attempt_at,
-        deliveries,
-        livemode,
-        received_at,
-        processed_at,
-    }
-}
 
 type OrderRow = (
     String,
@@ -155,13 +106,13 @@ impl Store {
     ) -> Result<Vec<ClaimView>, StoreError> {
         let sql = format!(
             "SELECT * FROM (SELECT {CLAIM_COLUMNS} FROM processed_stripe_events) AS c \
-             WHERE $2 = '' OR state = $2 ORDER BY received_at DESC, event_id LIMIT $3"
+             WHERE $2 = '' OR status = $2 ORDER BY received_at DESC, event_id LIMIT $3"
         );
         let state = state.map(ClaimState::as_str).unwrap_or("");
-        let rows: Vec<ClaimRow> = on_pool!(self, pool => {
+        let claims = on_pool!(self, pool => {
             sqlx::query_as(&sql).bind(now).bind(state).bind(limit).fetch_all(pool).await
         })?;
-        Ok(rows.into_iter().map(claim_view).collect())
+        Ok(claims)
     }
 
     pub async fn claim(
@@ -171,10 +122,10 @@ impl Store {
     ) -> Result<Option<ClaimView>, StoreError> {
         let sql =
             format!("SELECT {CLAIM_COLUMNS} FROM processed_stripe_events WHERE event_id = $2");
-        let row: Option<ClaimRow> = on_pool!(self, pool => {
+        let claim = on_pool!(self, pool => {
             sqlx::query_as(&sql).bind(now).bind(event_id.as_str()).fetch_optional(pool).await
         })?;
-        Ok(row.map(claim_view))
+        Ok(claim)
     }
 
     /// Every logged delivery of an event, oldest first.
