@@ -117,10 +117,6 @@ impl Ingestion {
         }
     }
 
-    pub fn verifier(&self) -> &SignatureVerifier {
-        &self.verifier
-    }
-
     /// Handles one delivery: `signature` is the `Stripe-Signature` header, `body` the raw
     /// bytes, `now_ms` the time it arrived. `Ok` means the outcome is durable.
     pub async fn receive(

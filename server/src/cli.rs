@@ -8,7 +8,7 @@ use std::time::Duration;
 use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
 use claimcheck_core::worker::WorkerConfig;
-use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
+use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::ServerError;
@@ -61,6 +61,24 @@ pub struct DatabaseArgs {
         default_value = "sqlite://data/claimcheck.db"
     )]
     pub database_url: DatabaseUrl,
+}
+
+impl DatabaseArgs {
+    /// Opens the database without touching its schema.
+    pub async fn connect(&self) -> Result<Store, ServerError> {
+        Store::connect(&self.database_url, &StoreOptions::default())
+            .await
+            .map_err(self.error())
+    }
+
+    /// Wraps a storage error with this database's URL (password hidden).
+    pub fn error(&self) -> impl Fn(StoreError) -> ServerError + use<> {
+        let url = self.database_url.to_string();
+        move |source| ServerError::Store {
+            url: url.clone(),
+            source,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -227,18 +245,12 @@ impl ServeArgs {
 
 /// `claimcheck migrate`: brings the schema up to date and says what it did.
 pub async fn migrate(args: &DatabaseArgs) -> Result<(), ServerError> {
-    let url = &args.database_url;
-    let wrap = |source| ServerError::Store {
-        url: url.to_string(),
-        source,
-    };
-    let store = Store::connect(url, &StoreOptions::default())
-        .await
-        .map_err(wrap)?;
-    let before = store.migration_status().await.map_err(wrap)?;
-    store.migrate().await.map_err(wrap)?;
+    let wrap = args.error();
+    let store = args.connect().await?;
+    let before = store.migration_status().await.map_err(&wrap)?;
+    store.migrate().await.map_err(&wrap)?;
     tracing::info!(
-        database = %url,
+        database = %args.database_url,
         applied = before.missing.len(),
         total = before.expected,
         "migrations up to date"

@@ -3,7 +3,7 @@
 //! for scripts and monitoring: fields may be added, never renamed).
 
 use claimcheck_core::worker::{Attempt, Worker};
-use claimcheck_core::{ClaimState, EventId, OrderId, Store, StoreOptions, now_ms};
+use claimcheck_core::{ClaimState, EventId, OrderId, Store, now_ms};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
@@ -85,25 +85,11 @@ fn parse_state(value: &str) -> Result<ClaimState, String> {
         .map_err(|_| "expected one of pending, running, stale, failed, processed".to_owned())
 }
 
+/// Opens the database the server uses, bringing its schema up to date.
 async fn open(database: &DatabaseArgs) -> Result<Store, ServerError> {
-    let url = &database.database_url;
-    let wrap = |source| ServerError::Store {
-        url: url.to_string(),
-        source,
-    };
-    let store = Store::connect(url, &StoreOptions::default())
-        .await
-        .map_err(wrap)?;
-    store.migrate().await.map_err(wrap)?;
+    let store = database.connect().await?;
+    store.migrate().await.map_err(database.error())?;
     Ok(store)
-}
-
-fn store_error(database: &DatabaseArgs) -> impl Fn(claimcheck_core::StoreError) -> ServerError {
-    let url = database.database_url.to_string();
-    move |source| ServerError::Store {
-        url: url.clone(),
-        source,
-    }
 }
 
 /// Writes the command's result to stdout: it is the output, not a log line.
@@ -160,7 +146,7 @@ pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
             let claims = store
                 .list_claims(status, now_ms(), limit)
                 .await
-                .map_err(store_error(&database))?;
+                .map_err(database.error())?;
             if output.json {
                 return print_json(&claims);
             }
@@ -200,7 +186,7 @@ pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
             database,
         } => {
             let store = open(&database).await?;
-            let wrap = store_error(&database);
+            let wrap = database.error();
             let claim = store
                 .claim(&event_id, now_ms())
                 .await
@@ -265,7 +251,7 @@ pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
             let result = runner
                 .redrive(&event_id, &actor, &reason)
                 .await
-                .map_err(store_error(&database))?;
+                .map_err(database.error())?;
             let (verdict, detail, ok) = match &result {
                 Ok(Attempt::Processed { .. }) => ("processed", String::new(), true),
                 Ok(Attempt::Failed { error, gave_up, .. }) => (
@@ -312,7 +298,7 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
     let order = store
         .order(&order_id)
         .await
-        .map_err(store_error(&database))?
+        .map_err(database.error())?
         .ok_or_else(|| ServerError::Command(format!("no order {order_id}")))?;
     if output.json {
         return print_json(&order);
@@ -358,10 +344,7 @@ pub async fn customers(command: CustomersCommand) -> Result<(), ServerError> {
         database,
     } = command;
     let store = open(&database).await?;
-    let view = store
-        .customer(&customer)
-        .await
-        .map_err(store_error(&database))?;
+    let view = store.customer(&customer).await.map_err(database.error())?;
     if output.json {
         return print_json(&view);
     }

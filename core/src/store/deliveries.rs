@@ -267,19 +267,6 @@ impl Store {
             Ok(results)
         })
     }
-
-    /// The delivery log of one event, oldest first, as (outcome, duplicate_of).
-    pub async fn deliveries_of(
-        &self,
-        event_id: &EventId,
-    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        const SQL: &str = "SELECT outcome, duplicate_of FROM webhook_deliveries \
-                           WHERE event_id = $1 ORDER BY id";
-        let rows = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(event_id.as_str()).fetch_all(pool).await
-        })?;
-        Ok(rows)
-    }
 }
 
 /// PostgreSQL's path for a batch with several claims: one statement inserts every new claim

@@ -54,17 +54,6 @@ impl DeliveryOutcome {
             DeliveryOutcome::NotConfigured => "not_configured",
         }
     }
-
-    /// Whether Stripe gets a 2xx: only when nothing is left to do on its side.
-    pub fn is_acknowledged(self) -> bool {
-        matches!(
-            self,
-            DeliveryOutcome::Claimed
-                | DeliveryOutcome::DuplicateEvent
-                | DeliveryOutcome::DuplicateAction
-                | DeliveryOutcome::Ignored
-        )
-    }
 }
 
 impl fmt::Display for DeliveryOutcome {
