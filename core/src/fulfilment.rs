@@ -10,14 +10,35 @@ use serde::Deserialize;
 
 use crate::ids::{IdError, OrderId};
 
-/// Package name → credits, for sessions whose metadata names a package but no credits
-/// (`CLAIMCHECK_PACKAGES=thesis-40=40,thesis-100=100`).
+/// What a package sells: credits, and the price the order API asks Stripe to charge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Package {
+    pub credits: i64,
+    pub price: Option<Price>,
+}
+
+/// A price in the currency's minor unit (4900 chf = CHF 49.00).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Price {
+    pub amount: i64,
+    /// Lowercase ISO 4217 code, as Stripe writes it.
+    pub currency: String,
+}
+
+/// The packages a shop sells (`CLAIMCHECK_PACKAGES=thesis-40=40:4900:chf,thesis-100=100`):
+/// name → credits, and optionally the price in minor units and currency. Sessions whose
+/// metadata names a package but no credits get the package's credits; the order API sells
+/// only packages with a price.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Packages(HashMap<String, i64>);
+pub struct Packages(HashMap<String, Package>);
 
 impl Packages {
     pub fn credits(&self, package: &str) -> Option<i64> {
-        self.0.get(package).copied()
+        self.0.get(package).map(|p| p.credits)
+    }
+
+    pub fn get(&self, package: &str) -> Option<&Package> {
+        self.0.get(package)
     }
 }
 
@@ -27,16 +48,32 @@ impl FromStr for Packages {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut packages = HashMap::new();
         for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let (name, credits) = entry
+            let (name, rest) = entry
                 .split_once('=')
-                .ok_or_else(|| format!("'{entry}' is not NAME=CREDITS"))?;
-            let credits: i64 = credits
-                .trim()
-                .parse()
-                .ok()
+                .ok_or_else(|| format!("'{entry}' is not NAME=CREDITS[:AMOUNT:CURRENCY]"))?;
+            let mut parts = rest.split(':').map(str::trim);
+            let credits: i64 = parts
+                .next()
+                .and_then(|c| c.parse().ok())
                 .filter(|c| *c > 0)
                 .ok_or_else(|| format!("'{entry}': credits must be a positive whole number"))?;
-            packages.insert(name.trim().to_owned(), credits);
+            let price = match (parts.next(), parts.next(), parts.next()) {
+                (None, _, _) => None,
+                (Some(amount), Some(currency), None) => {
+                    let amount: i64 = amount.parse().ok().filter(|a| *a > 0).ok_or_else(|| {
+                        format!("'{entry}': the amount is a positive whole number of minor units (4900 for 49.00)")
+                    })?;
+                    let currency = currency.to_ascii_lowercase();
+                    if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_lowercase()) {
+                        return Err(format!(
+                            "'{entry}': the currency is a three-letter ISO code (chf)"
+                        ));
+                    }
+                    Some(Price { amount, currency })
+                }
+                _ => return Err(format!("'{entry}' is not NAME=CREDITS[:AMOUNT:CURRENCY]")),
+            };
+            packages.insert(name.trim().to_owned(), Package { credits, price });
         }
         Ok(Packages(packages))
     }
@@ -347,6 +384,20 @@ mod tests {
             Err(PlanError::BadCredits { .. })
         ));
         assert!("x=0".parse::<Packages>().is_err());
+        let priced: Packages = "thesis-40=40:4900:CHF".parse().unwrap();
+        assert_eq!(
+            priced.get("thesis-40"),
+            Some(&Package {
+                credits: 40,
+                price: Some(Price {
+                    amount: 4900,
+                    currency: "chf".into()
+                })
+            })
+        );
+        assert!("x=1:0:chf".parse::<Packages>().is_err());
+        assert!("x=1:100:swissfranc".parse::<Packages>().is_err());
+        assert!("x=1:100".parse::<Packages>().is_err());
         assert!("nonsense".parse::<Packages>().is_err());
     }
 }

@@ -9,7 +9,10 @@ mod error;
 mod failpoint;
 pub mod fulfilment;
 mod ids;
+pub mod payments;
 mod store;
+pub mod stripe;
+pub mod token;
 pub mod webhook;
 pub mod worker;
 
@@ -20,6 +23,7 @@ pub use error::StoreError;
 pub use ids::{EventId, IdError, ObjectId, OrderId};
 pub use store::{
     BatchWriter, ClaimOutcome, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView,
-    Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, OrderView, Store, StoreOptions,
-    WriteOp, WriteResult,
+    Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder, OrderCreation, OrderView,
+    RequestOutcome, RequestStatus, Store, StoreOptions, StripeRequestView, TokenView, WriteOp,
+    WriteResult,
 };

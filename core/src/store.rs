@@ -33,11 +33,15 @@ macro_rules! on_pool {
 mod batch_writer;
 mod claims;
 mod deliveries;
+mod outgoing;
+mod tokens;
 mod views;
 
 pub use batch_writer::BatchWriter;
 pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
+pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
+pub use tokens::TokenView;
 pub use views::{ClaimView, CustomerView, DeliveryView, LedgerEntryView, OrderView};
 
 #[derive(Clone)]

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::Store;
+use super::outgoing::StripeRequestView;
 use crate::claim::ClaimState;
 use crate::error::StoreError;
 use crate::ids::{EventId, OrderId};
@@ -38,7 +39,10 @@ pub struct DeliveryView {
 pub struct LedgerEntryView {
     pub kind: String,
     pub delta: i64,
-    pub event_id: String,
+    /// The event whose fulfilment wrote the entry; `None` for a revoke written by a refund
+    /// Claimcheck made, which names its request instead.
+    pub event_id: Option<String>,
+    pub idempotency_key: Option<String>,
     pub created_at: i64,
 }
 
@@ -56,7 +60,13 @@ pub struct OrderView {
     pub customer_id: Option<String>,
     pub checkout_session_id: Option<String>,
     pub payment_intent_id: Option<String>,
+    /// The price, in the currency's minor unit, for orders created through the order API.
+    pub amount: Option<i64>,
+    pub currency: Option<String>,
+    pub checkout_url: Option<String>,
     pub ledger: Vec<LedgerEntryView>,
+    /// Every outgoing Stripe request made for this order, with its Idempotency-Key.
+    pub stripe_requests: Vec<StripeRequestView>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -91,10 +101,14 @@ type OrderRow = (
     Option<String>,
     i64,
     i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
 );
 
 const ORDER_COLUMNS: &str = "order_id, status, payment_status, credits, package, \
-    customer_email, customer_id, checkout_session_id, payment_intent_id, created_at, updated_at";
+    customer_email, customer_id, checkout_session_id, payment_intent_id, created_at, updated_at, \
+    amount, currency, checkout_url";
 
 impl Store {
     /// Claims, newest first, in `state` if given; at most `limit`.
@@ -207,21 +221,29 @@ impl Store {
             payment_intent_id,
             created_at,
             updated_at,
+            amount,
+            currency,
+            checkout_url,
         ) = row;
-        const LEDGER: &str = "SELECT kind, delta, event_id, created_at FROM credit_ledger \
-                              WHERE order_id = $1 ORDER BY id";
-        let entries: Vec<(String, i64, String, i64)> = on_pool!(self, pool => {
+        const LEDGER: &str = "SELECT kind, delta, event_id, idempotency_key, created_at \
+                              FROM credit_ledger WHERE order_id = $1 ORDER BY id";
+        type LedgerRow = (String, i64, Option<String>, Option<String>, i64);
+        let entries: Vec<LedgerRow> = on_pool!(self, pool => {
             sqlx::query_as(LEDGER).bind(order_id.as_str()).fetch_all(pool).await
         })?;
         let ledger: Vec<LedgerEntryView> = entries
             .into_iter()
-            .map(|(kind, delta, event_id, created_at)| LedgerEntryView {
-                kind,
-                delta,
-                event_id,
-                created_at,
-            })
+            .map(
+                |(kind, delta, event_id, idempotency_key, created_at)| LedgerEntryView {
+                    kind,
+                    delta,
+                    event_id,
+                    idempotency_key,
+                    created_at,
+                },
+            )
             .collect();
+        let stripe_requests = self.stripe_requests(&order_id).await?;
         Ok(OrderView {
             credits_granted: ledger.iter().map(|e| e.delta).sum(),
             order_id,
@@ -233,7 +255,11 @@ impl Store {
             customer_id,
             checkout_session_id,
             payment_intent_id,
+            amount,
+            currency,
+            checkout_url,
             ledger,
+            stripe_requests,
             created_at,
             updated_at,
         })

@@ -1,0 +1,343 @@
+//! What Claimcheck asks Stripe to do: open a Checkout Session for an order, refund an order.
+//! Both go through [`StripeApi::send`], so each has one Idempotency-Key per order, recorded
+//! before it is sent.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use stripe_checkout::CheckoutSessionMode;
+use stripe_checkout::checkout_session::{
+    CreateCheckoutSession, CreateCheckoutSessionLineItems, CreateCheckoutSessionLineItemsPriceData,
+    ProductData, RetrieveCheckoutSession,
+};
+use stripe_core::refund::{CreateRefund, CreateRefundReason};
+use stripe_types::Currency;
+
+use crate::clock::now_ms;
+use crate::error::StoreError;
+use crate::fulfilment::Packages;
+use crate::ids::{IdError, OrderId};
+use crate::store::{NewOrder, OrderCreation, OrderView, Store};
+use crate::stripe::{CallError, Operation, Sent, StripeApi};
+use crate::token::{RandomError, random_id};
+
+/// Where Stripe Checkout sends the customer back to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutUrls {
+    pub success_url: String,
+    pub cancel_url: String,
+}
+
+/// The shop asks for an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRequest {
+    /// The shop's own id; one is made up when absent.
+    pub order_id: Option<String>,
+    pub package: String,
+    pub customer_email: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PaymentError {
+    #[error("unknown package '{0}' (CLAIMCHECK_PACKAGES lists the packages on sale)")]
+    UnknownPackage(String),
+    #[error("package '{0}' has no price (CLAIMCHECK_PACKAGES: NAME=CREDITS:AMOUNT:CURRENCY)")]
+    NoPrice(String),
+    #[error("'{0}' is not an email address")]
+    BadEmail(String),
+    #[error(transparent)]
+    BadOrderId(#[from] IdError),
+    #[error("order {0} exists for another package or customer")]
+    OrderConflict(OrderId),
+    #[error("no order {0}")]
+    NoSuchOrder(OrderId),
+    #[error("order {order_id} is {status}: only a paid order can be refunded")]
+    NotRefundable { order_id: OrderId, status: String },
+    #[error("order {0} has no payment intent on record: refund it in the Stripe Dashboard")]
+    NoPaymentIntent(OrderId),
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Random(#[from] RandomError),
+}
+
+/// An order and whether this request created it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub order: OrderView,
+    pub created: bool,
+}
+
+fn check_email(email: &str) -> Result<String, PaymentError> {
+    let email = email.trim().to_lowercase();
+    let valid = email.len() <= 254
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'));
+    if valid {
+        Ok(email)
+    } else {
+        Err(PaymentError::BadEmail(email))
+    }
+}
+
+/// Records the order (unless it exists) and opens its Checkout Session (unless it has one).
+/// Asking again for the same order returns the same session: the key is
+/// `checkout-session:<order_id>` and a succeeded request is never sent twice.
+pub async fn open_checkout(
+    store: &Store,
+    api: &StripeApi,
+    packages: &Packages,
+    urls: &CheckoutUrls,
+    request: &OrderRequest,
+) -> Result<Checkout, PaymentError> {
+    let package = packages
+        .get(&request.package)
+        .ok_or_else(|| PaymentError::UnknownPackage(request.package.clone()))?;
+    let price = package
+        .price
+        .clone()
+        .ok_or_else(|| PaymentError::NoPrice(request.package.clone()))?;
+    let customer_email = check_email(&request.customer_email)?;
+    let order_id = match &request.order_id {
+        Some(id) => OrderId::parse(id.trim())?,
+        None => OrderId::parse(random_id("ord")?)?,
+    };
+    let new = NewOrder {
+        order_id: order_id.clone(),
+        package: request.package.clone(),
+        credits: package.credits,
+        amount: price.amount,
+        currency: price.currency.clone(),
+        customer_email,
+    };
+    let created = match store.create_order(&new, now_ms()).await? {
+        OrderCreation::Created => true,
+        OrderCreation::Existing => false,
+        OrderCreation::Conflict => return Err(PaymentError::OrderConflict(order_id)),
+    };
+    let order = existing_order(store, &order_id).await?;
+    if order.checkout_url.is_some() {
+        return Ok(Checkout { order, created });
+    }
+
+    // The order's own price and credits, not today's configuration: a retry sends the
+    // same parameters under the same key.
+    let amount = order.amount.unwrap_or(price.amount);
+    let currency = order.currency.clone().unwrap_or(price.currency);
+    let package_name = order.package.clone().unwrap_or_default();
+    let mut price_data = CreateCheckoutSessionLineItemsPriceData::new(
+        Currency::from_str(&currency).unwrap_or_else(|never| match never {}),
+    );
+    price_data.unit_amount = Some(amount);
+    price_data.product_data = Some(ProductData::new(package_name.clone()));
+    let mut item = CreateCheckoutSessionLineItems::new();
+    item.price_data = Some(price_data);
+    item.quantity = Some(1);
+    let metadata = HashMap::from([
+        ("order_id".to_owned(), order_id.to_string()),
+        ("credits".to_owned(), order.credits.to_string()),
+        ("package".to_owned(), package_name),
+    ]);
+    let mut session = CreateCheckoutSession::new()
+        .mode(CheckoutSessionMode::Payment)
+        .client_reference_id(order_id.as_str())
+        .metadata(metadata)
+        .success_url(urls.success_url.as_str())
+        .cancel_url(urls.cancel_url.as_str())
+        .line_items(vec![item]);
+    if let Some(email) = &order.customer_email {
+        session = session.customer_email(email.as_str());
+    }
+
+    let sent = api
+        .send(
+            store,
+            Operation::CheckoutSession,
+            &order_id,
+            &session,
+            |s| s.id.as_str().to_owned(),
+        )
+        .await?;
+    let (session_id, url) = match sent {
+        Sent::Answered(session) => (session.id.as_str().to_owned(), session.url),
+        // Created before, but the process stopped before the order learnt its URL: read the
+        // session back (a GET, nothing is created).
+        Sent::AlreadySucceeded(record) => {
+            let id = record.object_id.ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "{} succeeded without an object",
+                    record.idempotency_key
+                ))
+            })?;
+            let session = api.retrieve_checkout_session(&id).await?;
+            (id, session.url)
+        }
+    };
+    store
+        .set_checkout_session(&order_id, &session_id, url.as_deref(), now_ms())
+        .await?;
+    Ok(Checkout {
+        order: existing_order(store, &order_id).await?,
+        created,
+    })
+}
+
+async fn existing_order(store: &Store, order_id: &OrderId) -> Result<OrderView, PaymentError> {
+    store
+        .order(order_id)
+        .await?
+        .ok_or_else(|| PaymentError::NoSuchOrder(order_id.clone()))
+}
+
+/// How a refund ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refunded {
+    pub order: OrderView,
+    /// Stripe's refund id, when Claimcheck made the refund.
+    pub refund_id: Option<String>,
+    /// Whether this call wrote the revoke (false: the `charge.refunded` event or an earlier
+    /// call had).
+    pub revoked_now: bool,
+    /// The order was refunded before this call.
+    pub already_refunded: bool,
+}
+
+/// Refunds a paid order in full and revokes its credits once; audited as `actor` with
+/// `reason`. Asking again (a retry, a second operator) sends the same key and gets the same
+/// refund back.
+pub async fn refund(
+    store: &Store,
+    api: &StripeApi,
+    order_id: &OrderId,
+    actor: &str,
+    reason: &str,
+) -> Result<Refunded, PaymentError> {
+    let order = existing_order(store, order_id).await?;
+    let key = Operation::Refund.key(order_id);
+    if order.status == "refunded" {
+        let refund_id = order
+            .stripe_requests
+            .iter()
+            .find(|r| r.idempotency_key == key)
+            .and_then(|r| r.object_id.clone());
+        return Ok(Refunded {
+            order,
+            refund_id,
+            revoked_now: false,
+            already_refunded: true,
+        });
+    }
+    if order.status != "paid" {
+        return Err(PaymentError::NotRefundable {
+            order_id: order_id.clone(),
+            status: order.status,
+        });
+    }
+    let payment_intent = order
+        .payment_intent_id
+        .clone()
+        .ok_or_else(|| PaymentError::NoPaymentIntent(order_id.clone()))?;
+
+    store
+        .record_audit(
+            now_ms(),
+            actor,
+            "refund",
+            order_id.as_str(),
+            reason,
+            "requested",
+        )
+        .await?;
+    let request = CreateRefund::new()
+        .payment_intent(payment_intent.as_str())
+        .reason(CreateRefundReason::RequestedByCustomer)
+        .metadata(HashMap::from([(
+            "order_id".to_owned(),
+            order_id.to_string(),
+        )]));
+    let sent = api
+        .send(store, Operation::Refund, order_id, &request, |r| {
+            r.id.as_str().to_owned()
+        })
+        .await;
+    let refund_id = match sent {
+        Ok(Sent::Answered(refund)) => Some(refund.id.as_str().to_owned()),
+        Ok(Sent::AlreadySucceeded(record)) => record.object_id,
+        Err(error) => {
+            store
+                .record_audit(
+                    now_ms(),
+                    actor,
+                    "refund",
+                    order_id.as_str(),
+                    reason,
+                    &format!("not refunded: {error}"),
+                )
+                .await?;
+            return Err(error.into());
+        }
+    };
+    let revoked_now = store.record_refund(order_id, &key, now_ms()).await?;
+    let outcome = format!(
+        "refunded ({}); credits {}",
+        refund_id.as_deref().unwrap_or("refund id unknown"),
+        if revoked_now {
+            "revoked"
+        } else {
+            "were already revoked"
+        }
+    );
+    store
+        .record_audit(
+            now_ms(),
+            actor,
+            "refund",
+            order_id.as_str(),
+            reason,
+            &outcome,
+        )
+        .await?;
+    Ok(Refunded {
+        order: existing_order(store, order_id).await?,
+        refund_id,
+        revoked_now,
+        already_refunded: false,
+    })
+}
+
+impl StripeApi {
+    /// Reads a Checkout Session (a GET: no key, nothing created).
+    pub async fn retrieve_checkout_session(
+        &self,
+        id: &str,
+    ) -> Result<stripe_checkout::CheckoutSession, CallError> {
+        use stripe_client_core::StripeRequest;
+        RetrieveCheckoutSession::new(id)
+            .customize()
+            .send(self.client())
+            .await
+            .map_err(|e| CallError::Indeterminate {
+                key: format!("GET checkout session {id}"),
+                attempts: 1,
+                last: e.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_trimmed_lowercased_and_checked() {
+        assert_eq!(check_email(" Anna@Example.CH ").unwrap(), "anna@example.ch");
+        assert!(check_email("anna").is_err());
+        assert!(check_email("@example.ch").is_err());
+        assert!(check_email("anna@localhost").is_err());
+        assert!(check_email("an na@example.ch").is_err());
+    }
+}

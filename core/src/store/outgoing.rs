@@ -1,0 +1,365 @@
+//! Orders created through the order API, the record of every outgoing Stripe request, and
+//! the effect of a refund Claimcheck made itself.
+
+use serde::Serialize;
+
+use super::{BeginWrite, Store};
+use crate::error::StoreError;
+use crate::ids::OrderId;
+
+/// An order the shop asks for: it exists before Stripe knows about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOrder {
+    pub order_id: OrderId,
+    pub package: String,
+    pub credits: i64,
+    /// In the currency's minor unit (4900 = CHF 49.00).
+    pub amount: i64,
+    pub currency: String,
+    pub customer_email: String,
+}
+
+/// What asking for an order found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderCreation {
+    Created,
+    /// The same order was asked for before (same package and customer).
+    Existing,
+    /// An order with this id exists for another package or customer.
+    Conflict,
+}
+
+/// Where a recorded Stripe request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestStatus {
+    /// Recorded, no answer yet (the sender may have died while waiting).
+    Pending,
+    /// Timed out, connection lost or 5xx: Stripe may have acted; only a retry with the same
+    /// key tells.
+    Indeterminate,
+    Succeeded,
+    /// Stripe refused it (4xx); the same key will get the same refusal.
+    Failed,
+}
+
+impl RequestStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStatus::Pending => "pending",
+            RequestStatus::Indeterminate => "indeterminate",
+            RequestStatus::Succeeded => "succeeded",
+            RequestStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(value: &str) -> Result<RequestStatus, StoreError> {
+        match value {
+            "pending" => Ok(RequestStatus::Pending),
+            "indeterminate" => Ok(RequestStatus::Indeterminate),
+            "succeeded" => Ok(RequestStatus::Succeeded),
+            "failed" => Ok(RequestStatus::Failed),
+            other => Err(StoreError::Corrupt(format!(
+                "unknown stripe request status '{other}'"
+            ))),
+        }
+    }
+}
+
+/// One outgoing Stripe request as recorded. Field names are a contract for scripts (`--json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StripeRequestView {
+    pub idempotency_key: String,
+    pub operation: String,
+    pub order_id: String,
+    pub params_hash: String,
+    pub status: RequestStatus,
+    pub attempts: i64,
+    pub http_status: Option<i64>,
+    pub stripe_request_id: Option<String>,
+    pub object_id: Option<String>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The answer to one attempt, as it is written back on the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestOutcome<'a> {
+    pub status: RequestStatus,
+    pub http_status: Option<u16>,
+    pub stripe_request_id: Option<&'a str>,
+    pub object_id: Option<&'a str>,
+    pub error: Option<&'a str>,
+}
+
+type RequestRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+);
+
+const REQUEST_COLUMNS: &str = "idempotency_key, operation, order_id, params_hash, status, \
+    attempts, http_status, stripe_request_id, object_id, error, created_at, updated_at";
+
+fn request_view(row: RequestRow) -> Result<StripeRequestView, StoreError> {
+    let (
+        idempotency_key,
+        operation,
+        order_id,
+        params_hash,
+        status,
+        attempts,
+        http_status,
+        stripe_request_id,
+        object_id,
+        error,
+        created_at,
+        updated_at,
+    ) = row;
+    Ok(StripeRequestView {
+        status: RequestStatus::parse(&status)?,
+        idempotency_key,
+        operation,
+        order_id,
+        params_hash,
+        attempts,
+        http_status,
+        stripe_request_id,
+        object_id,
+        error,
+        created_at,
+        updated_at,
+    })
+}
+
+const INSERT_ORDER: &str = "\
+    INSERT INTO orders (order_id, customer_email, package, credits, amount, currency, status, \
+                        payment_status, created_at, updated_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, 'awaiting_payment', 'unpaid', $7, $7) \
+    ON CONFLICT (order_id) DO NOTHING";
+
+const INSERT_REQUEST: &str = "\
+    INSERT INTO stripe_requests (idempotency_key, operation, order_id, params_hash, status, \
+                                 created_at, updated_at) \
+    VALUES ($1, $2, $3, $4, 'pending', $5, $5) \
+    ON CONFLICT (idempotency_key) DO NOTHING";
+
+/// An attempt is about to be sent. A succeeded or failed request is final and never resent.
+const START_ATTEMPT: &str = "\
+    UPDATE stripe_requests SET attempts = attempts + 1, updated_at = $2 \
+    WHERE idempotency_key = $1 AND status IN ('pending', 'indeterminate') \
+    RETURNING attempts";
+
+const RECORD_OUTCOME: &str = "\
+    UPDATE stripe_requests \
+    SET status = $2, http_status = $3, stripe_request_id = COALESCE($4, stripe_request_id), \
+        object_id = COALESCE($5, object_id), error = $6, updated_at = $7 \
+    WHERE idempotency_key = $1 AND status <> 'succeeded'";
+
+const SET_CHECKOUT: &str = "\
+    UPDATE orders SET checkout_session_id = COALESCE(checkout_session_id, $2), \
+        checkout_url = COALESCE(checkout_url, $3), updated_at = $4 \
+    WHERE order_id = $1";
+
+/// The revoke a refund call writes; the `charge.refunded` event that follows finds it and
+/// writes nothing (unique per order and kind), and so does a refund after that event.
+const REVOKE_FOR_REFUND: &str = "\
+    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                               idempotency_key, created_at) \
+    SELECT order_id, 'revoke', -delta, customer_email, customer_id, NULL, $2, $3 \
+    FROM credit_ledger WHERE order_id = $1 AND kind = 'unlock' \
+    ON CONFLICT DO NOTHING";
+
+const MARK_REFUNDED: &str =
+    "UPDATE orders SET status = 'refunded', updated_at = $2 WHERE order_id = $1";
+
+impl Store {
+    /// Records an order the shop asked for, unless it exists. An existing order with the same
+    /// package and customer is the same request again.
+    pub async fn create_order(
+        &self,
+        order: &NewOrder,
+        now: i64,
+    ) -> Result<OrderCreation, StoreError> {
+        let email = order.customer_email.trim().to_lowercase();
+        let inserted = on_pool!(self, pool => {
+            sqlx::query(INSERT_ORDER)
+                .bind(order.order_id.as_str())
+                .bind(email.as_str())
+                .bind(order.package.as_str())
+                .bind(order.credits)
+                .bind(order.amount)
+                .bind(order.currency.as_str())
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if inserted == 1 {
+            return Ok(OrderCreation::Created);
+        }
+        const EXISTING: &str = "SELECT package, customer_email FROM orders WHERE order_id = $1";
+        let (package, existing_email): (Option<String>, Option<String>) = on_pool!(self, pool => {
+            sqlx::query_as(EXISTING).bind(order.order_id.as_str()).fetch_one(pool).await
+        })?;
+        if package.as_deref() == Some(order.package.as_str())
+            && existing_email.as_deref() == Some(email.as_str())
+        {
+            Ok(OrderCreation::Existing)
+        } else {
+            Ok(OrderCreation::Conflict)
+        }
+    }
+
+    /// Remembers the Checkout Session created for an order (the first one wins).
+    pub async fn set_checkout_session(
+        &self,
+        order_id: &OrderId,
+        session_id: &str,
+        url: Option<&str>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query(SET_CHECKOUT)
+                .bind(order_id.as_str())
+                .bind(session_id)
+                .bind(url)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Records a request under `key` before it is first sent; returns the record as it
+    /// stands (the existing one if the key was recorded before).
+    pub async fn record_stripe_request(
+        &self,
+        key: &str,
+        operation: &str,
+        order_id: &OrderId,
+        params_hash: &str,
+        now: i64,
+    ) -> Result<StripeRequestView, StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query(INSERT_REQUEST)
+                .bind(key)
+                .bind(operation)
+                .bind(order_id.as_str())
+                .bind(params_hash)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        self.stripe_request(key)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("stripe request {key} vanished")))
+    }
+
+    pub async fn stripe_request(&self, key: &str) -> Result<Option<StripeRequestView>, StoreError> {
+        let sql =
+            format!("SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE idempotency_key = $1");
+        let row: Option<RequestRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(key).fetch_optional(pool).await
+        })?;
+        row.map(request_view).transpose()
+    }
+
+    /// Every request recorded for an order, oldest first.
+    pub async fn stripe_requests(
+        &self,
+        order_id: &str,
+    ) -> Result<Vec<StripeRequestView>, StoreError> {
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE order_id = $1 \
+             ORDER BY created_at, idempotency_key"
+        );
+        let rows: Vec<RequestRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(order_id).fetch_all(pool).await
+        })?;
+        rows.into_iter().map(request_view).collect()
+    }
+
+    /// Counts an attempt about to be sent; `None` if the request is already final.
+    pub async fn start_stripe_attempt(
+        &self,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let attempts = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let attempts = sqlx::query_scalar(START_ATTEMPT)
+                .bind(key)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            attempts
+        });
+        Ok(attempts)
+    }
+
+    /// Writes what an attempt got back. A succeeded request is never overwritten.
+    pub async fn record_stripe_outcome(
+        &self,
+        key: &str,
+        outcome: &RequestOutcome<'_>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query(RECORD_OUTCOME)
+                .bind(key)
+                .bind(outcome.status.as_str())
+                .bind(outcome.http_status.map(i64::from))
+                .bind(outcome.stripe_request_id)
+                .bind(outcome.object_id)
+                .bind(outcome.error)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// A refund of the order succeeded: revoke its credits (once, whoever gets there first:
+    /// this call or the `charge.refunded` event) and mark it refunded, in one transaction.
+    /// Returns whether this call wrote the revoke.
+    pub async fn record_refund(
+        &self,
+        order_id: &OrderId,
+        key: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let revoked = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let revoked = sqlx::query(REVOKE_FOR_REFUND)
+                .bind(order_id.as_str())
+                .bind(key)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(MARK_REFUNDED)
+                .bind(order_id.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            revoked
+        });
+        Ok(revoked == 1)
+    }
+}

@@ -1,0 +1,73 @@
+//! API tokens, stored as hashes.
+
+use serde::Serialize;
+
+use super::Store;
+use crate::error::StoreError;
+
+/// A token as listed: never the token itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct TokenView {
+    pub token_id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+impl Store {
+    pub async fn insert_token(
+        &self,
+        token_id: &str,
+        name: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "INSERT INTO api_tokens (token_id, name, token_hash, created_at) \
+                           VALUES ($1, $2, $3, $4)";
+        on_pool!(self, pool => {
+            sqlx::query(SQL).bind(token_id).bind(name).bind(token_hash).bind(now)
+                .execute(pool).await.map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// The live token with this hash, if any; its last use is updated at most once a minute.
+    pub async fn authenticate_token(
+        &self,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<Option<TokenView>, StoreError> {
+        const SQL: &str = "SELECT token_id, name, created_at, last_used_at, revoked_at \
+                           FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
+        const TOUCH: &str = "UPDATE api_tokens SET last_used_at = $2 \
+                             WHERE token_id = $1 AND (last_used_at IS NULL OR last_used_at < $3)";
+        let token: Option<TokenView> = on_pool!(self, pool => {
+            sqlx::query_as(SQL).bind(token_hash).fetch_optional(pool).await
+        })?;
+        if let Some(token) = &token {
+            on_pool!(self, pool => {
+                sqlx::query(TOUCH).bind(token.token_id.as_str()).bind(now).bind(now - 60_000)
+                    .execute(pool).await.map(|_| ())
+            })?;
+        }
+        Ok(token)
+    }
+
+    pub async fn list_tokens(&self) -> Result<Vec<TokenView>, StoreError> {
+        const SQL: &str = "SELECT token_id, name, created_at, last_used_at, revoked_at \
+                           FROM api_tokens ORDER BY created_at, token_id";
+        let tokens = on_pool!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await)?;
+        Ok(tokens)
+    }
+
+    /// Revokes a token; `false` if no live token has this id.
+    pub async fn revoke_token(&self, token_id: &str, now: i64) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE api_tokens SET revoked_at = $2 \
+                           WHERE token_id = $1 AND revoked_at IS NULL";
+        let n = on_pool!(self, pool => {
+            sqlx::query(SQL).bind(token_id).bind(now).execute(pool).await.map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+}

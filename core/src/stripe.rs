@@ -1,0 +1,463 @@
+//! Every outgoing Stripe POST goes through [`StripeApi::send`]:
+//!
+//! - its Idempotency-Key is derived from the operation and the order
+//!   (`checkout-session:<order_id>`, `refund:<order_id>`), never from a delivery, never random;
+//! - it is recorded in `stripe_requests` (key, operation, order, hash of the form body) before
+//!   the first byte is sent, and every answer is written back;
+//! - network errors, timeouts, 409, 429 and 5xx are retried with backoff under the SAME key;
+//!   until a retry answers, the request is `indeterminate` (Stripe may have acted);
+//! - a 400 `idempotency_error` (the parameters changed under one key) is a bug to surface,
+//!   never a reason to make up a new key;
+//! - a request that succeeded or was refused is final: it is never sent again, so a key older
+//!   than Stripe's 24 hours can never create a second object.
+
+use std::fmt;
+use std::time::Duration;
+
+use ::stripe::{
+    ApiErrorsType, Client, ClientBuilder, IdempotencyKey, RequestStrategy, StripeError,
+};
+use stripe_client_core::StripeRequest;
+
+use crate::clock::now_ms;
+use crate::error::StoreError;
+use crate::ids::OrderId;
+use crate::store::{RequestOutcome, RequestStatus, Store, StripeRequestView};
+use crate::token::sha256_hex;
+
+pub use ::stripe::Client as StripeClient;
+
+/// The business operations Claimcheck asks Stripe for; each has one key per order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    CheckoutSession,
+    Refund,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::CheckoutSession => "checkout_session",
+            Operation::Refund => "refund",
+        }
+    }
+
+    /// The Idempotency-Key of this operation for `order`.
+    pub fn key(self, order: &OrderId) -> String {
+        match self {
+            Operation::CheckoutSession => format!("checkout-session:{order}"),
+            Operation::Refund => format!("refund:{order}"),
+        }
+    }
+}
+
+/// A Stripe secret key; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Result<ApiKey, String> {
+        let key = key.into();
+        let key = key.trim();
+        if key.starts_with("sk_") || key.starts_with("rk_") {
+            Ok(ApiKey(key.to_owned()))
+        } else {
+            Err("a Stripe secret key starts with sk_ (or rk_ for a restricted key)".into())
+        }
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StripeConfig {
+    /// `https://api.stripe.com/` in production; the simulator in tests and the demo.
+    pub api_base: String,
+    pub api_key: ApiKey,
+    /// How long one attempt may take before it counts as a timeout.
+    pub timeout: Duration,
+    /// Attempts per call (the first included) before the request is left indeterminate.
+    pub max_attempts: u32,
+    /// Wait before the second attempt; doubled each time, at most 8 s.
+    pub base_backoff: Duration,
+}
+
+impl StripeConfig {
+    pub const DEFAULT_API_BASE: &str = "https://api.stripe.com/";
+
+    pub fn new(api_key: ApiKey) -> StripeConfig {
+        StripeConfig {
+            api_base: StripeConfig::DEFAULT_API_BASE.into(),
+            api_key,
+            timeout: Duration::from_secs(20),
+            max_attempts: 4,
+            base_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why an outgoing call did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(
+        "Stripe gave no conclusive answer to {key} after {attempts} attempt(s) (last: {last}); \
+         it may or may not have acted. Asking again is safe: the same Idempotency-Key is reused"
+    )]
+    Indeterminate {
+        key: String,
+        attempts: i64,
+        last: String,
+    },
+    #[error("Stripe refused {key}: HTTP {http_status} {error}")]
+    Rejected {
+        key: String,
+        http_status: u16,
+        error: String,
+    },
+    #[error(
+        "Stripe says {key} was first sent with other parameters ({error}). No new key is made: \
+         find what changed (configuration, order) before asking again"
+    )]
+    IdempotencyMismatch { key: String, error: String },
+    #[error("the Stripe client is misconfigured: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a call came to.
+#[derive(Debug)]
+pub enum Sent<T> {
+    /// Stripe answered now (a first answer or its replay of an earlier one).
+    Answered(T),
+    /// The request had succeeded before: it is not sent again.
+    AlreadySucceeded(Box<StripeRequestView>),
+}
+
+/// The outgoing Stripe client: async-stripe's transport, Claimcheck's keys and records.
+#[derive(Clone)]
+pub struct StripeApi {
+    client: Client,
+    config: StripeConfig,
+}
+
+impl fmt::Debug for StripeApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StripeApi")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An attempt's answer, sorted by what to do next.
+enum Attempt {
+    Retry {
+        outcome_status: RequestStatus,
+        http_status: Option<u16>,
+        request_id: Option<String>,
+        error: String,
+    },
+    Mismatch {
+        http_status: u16,
+        request_id: Option<String>,
+        error: String,
+    },
+    Rejected {
+        http_status: u16,
+        request_id: Option<String>,
+        error: String,
+    },
+}
+
+/// Stripe's request id, when an error carries one (its `request_log_url` ends in it).
+/// async-stripe does not expose response headers, so successful answers have none.
+fn request_id_of(log_url: Option<&str>) -> Option<String> {
+    let url = log_url?;
+    let start = url.find("req_")?;
+    let id: String = url[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    Some(id)
+}
+
+fn classify(error: StripeError) -> Result<Attempt, CallError> {
+    Ok(match error {
+        StripeError::Stripe(api, status) => {
+            let text = format!(
+                "{}{}: {}",
+                api.type_.as_str(),
+                api.code
+                    .as_ref()
+                    .map(|c| format!(" ({})", c.as_str()))
+                    .unwrap_or_default(),
+                api.message.as_deref().unwrap_or("no message")
+            );
+            let request_id = request_id_of(api.request_log_url.as_deref());
+            if status == 400 && api.type_ == ApiErrorsType::IdempotencyError {
+                Attempt::Mismatch {
+                    http_status: status,
+                    request_id,
+                    error: text,
+                }
+            } else if status == 409 || status == 429 || status >= 500 {
+                Attempt::Retry {
+                    outcome_status: RequestStatus::Indeterminate,
+                    http_status: Some(status),
+                    request_id,
+                    error: format!("HTTP {status} {text}"),
+                }
+            } else {
+                Attempt::Rejected {
+                    http_status: status,
+                    request_id,
+                    error: text,
+                }
+            }
+        }
+        StripeError::Timeout => Attempt::Retry {
+            outcome_status: RequestStatus::Indeterminate,
+            http_status: None,
+            request_id: None,
+            error: "timed out waiting for Stripe".into(),
+        },
+        StripeError::ClientError(e) => Attempt::Retry {
+            outcome_status: RequestStatus::Indeterminate,
+            http_status: None,
+            request_id: None,
+            error: format!("connection to Stripe failed: {e}"),
+        },
+        // An unreadable answer (a proxy's HTML error page, say): Stripe may have acted.
+        StripeError::JSONDeserialize(e) => Attempt::Retry {
+            outcome_status: RequestStatus::Indeterminate,
+            http_status: None,
+            request_id: None,
+            error: format!("unreadable answer from Stripe: {e}"),
+        },
+        StripeError::ConfigError(e) => return Err(CallError::Config(e)),
+    })
+}
+
+impl StripeApi {
+    pub fn new(config: StripeConfig) -> Result<StripeApi, CallError> {
+        let mut base = config.api_base.trim().to_owned();
+        if !base.ends_with('/') {
+            // async-stripe appends `v1/…` to the base as it is.
+            base.push('/');
+        }
+        let client = ClientBuilder::new(config.api_key.0.clone())
+            .url(base)
+            .request_strategy(RequestStrategy::Once)
+            .timeout(config.timeout)
+            .build()
+            .map_err(|e| CallError::Config(e.to_string()))?;
+        Ok(StripeApi { client, config })
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn config(&self) -> &StripeConfig {
+        &self.config
+    }
+
+    /// Sends `request` for `operation` on `order` under its derived key, recorded first;
+    /// `object_id` reads the id of what Stripe created out of the answer.
+    pub async fn send<R>(
+        &self,
+        store: &Store,
+        operation: Operation,
+        order: &OrderId,
+        request: &R,
+        object_id: impl Fn(&R::Output) -> String,
+    ) -> Result<Sent<R::Output>, CallError>
+    where
+        R: StripeRequest,
+        R::Output: miniserde::Deserialize,
+    {
+        let key = operation.key(order);
+        let body = request.build().body.unwrap_or_default();
+        let params_hash = sha256_hex(body.as_bytes());
+        let record = store
+            .record_stripe_request(&key, operation.as_str(), order, &params_hash, now_ms())
+            .await?;
+        if let Some(done) = final_state(record)? {
+            return Ok(done);
+        }
+        let idempotency_key = IdempotencyKey::new(key.as_str())
+            .map_err(|e| CallError::Config(format!("unusable Idempotency-Key {key}: {e:?}")))?;
+
+        let mut last = String::new();
+        let mut attempts = 0;
+        for attempt in 0..self.config.max_attempts {
+            if attempt > 0 {
+                let backoff = self.config.base_backoff * 2u32.saturating_pow(attempt - 1);
+                tokio::time::sleep(backoff.min(Duration::from_secs(8))).await;
+            }
+            match store.start_stripe_attempt(&key, now_ms()).await? {
+                Some(n) => attempts = n,
+                // Another caller finished it meanwhile.
+                None => {
+                    let record = store.stripe_request(&key).await?.ok_or_else(|| {
+                        StoreError::Corrupt(format!("stripe request {key} vanished"))
+                    })?;
+                    if let Some(done) = final_state(record)? {
+                        return Ok(done);
+                    }
+                    continue;
+                }
+            }
+            let answer = request
+                .customize()
+                .request_strategy(RequestStrategy::Idempotent(idempotency_key.clone()))
+                .timeout(self.config.timeout)
+                .send(&self.client)
+                .await;
+            let error = match answer {
+                Ok(output) => {
+                    let object = object_id(&output);
+                    let outcome = RequestOutcome {
+                        status: RequestStatus::Succeeded,
+                        http_status: Some(200),
+                        stripe_request_id: None,
+                        object_id: Some(&object),
+                        error: None,
+                    };
+                    store
+                        .record_stripe_outcome(&key, &outcome, now_ms())
+                        .await?;
+                    return Ok(Sent::Answered(output));
+                }
+                Err(error) => error,
+            };
+            match classify(error)? {
+                Attempt::Retry {
+                    outcome_status,
+                    http_status,
+                    request_id,
+                    error,
+                } => {
+                    tracing::warn!(%key, attempt = attempts, %error, "Stripe call to retry");
+                    let outcome = RequestOutcome {
+                        status: outcome_status,
+                        http_status,
+                        stripe_request_id: request_id.as_deref(),
+                        object_id: None,
+                        error: Some(&error),
+                    };
+                    store
+                        .record_stripe_outcome(&key, &outcome, now_ms())
+                        .await?;
+                    last = error;
+                }
+                Attempt::Mismatch {
+                    http_status,
+                    request_id,
+                    error,
+                } => {
+                    tracing::error!(%key, %error, "Idempotency-Key reused with other parameters");
+                    let error = format!("{error} (parameters hash now {params_hash})");
+                    let outcome = RequestOutcome {
+                        status: RequestStatus::Failed,
+                        http_status: Some(http_status),
+                        stripe_request_id: request_id.as_deref(),
+                        object_id: None,
+                        error: Some(&error),
+                    };
+                    store
+                        .record_stripe_outcome(&key, &outcome, now_ms())
+                        .await?;
+                    return Err(CallError::IdempotencyMismatch { key, error });
+                }
+                Attempt::Rejected {
+                    http_status,
+                    request_id,
+                    error,
+                } => {
+                    let outcome = RequestOutcome {
+                        status: RequestStatus::Failed,
+                        http_status: Some(http_status),
+                        stripe_request_id: request_id.as_deref(),
+                        object_id: None,
+                        error: Some(&error),
+                    };
+                    store
+                        .record_stripe_outcome(&key, &outcome, now_ms())
+                        .await?;
+                    return Err(CallError::Rejected {
+                        key,
+                        http_status,
+                        error,
+                    });
+                }
+            }
+        }
+        Err(CallError::Indeterminate {
+            key,
+            attempts,
+            last,
+        })
+    }
+}
+
+/// A succeeded or failed request is not sent again.
+fn final_state<T>(record: StripeRequestView) -> Result<Option<Sent<T>>, CallError> {
+    match record.status {
+        RequestStatus::Succeeded => Ok(Some(Sent::AlreadySucceeded(Box::new(record)))),
+        RequestStatus::Failed => {
+            let error = record.error.unwrap_or_default();
+            let http_status = record.http_status.unwrap_or_default() as u16;
+            if error.starts_with("idempotency_error") {
+                Err(CallError::IdempotencyMismatch {
+                    key: record.idempotency_key,
+                    error,
+                })
+            } else {
+                Err(CallError::Rejected {
+                    key: record.idempotency_key,
+                    http_status,
+                    error,
+                })
+            }
+        }
+        RequestStatus::Pending | RequestStatus::Indeterminate => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_derived_from_operation_and_order() {
+        let order = OrderId::parse("ord_42").unwrap();
+        assert_eq!(
+            Operation::CheckoutSession.key(&order),
+            "checkout-session:ord_42"
+        );
+        assert_eq!(Operation::Refund.key(&order), "refund:ord_42");
+    }
+
+    #[test]
+    fn request_id_is_read_from_the_log_url() {
+        assert_eq!(
+            request_id_of(Some(
+                "https://dashboard.stripe.com/test/logs/req_abc123?t=1700000000"
+            )),
+            Some("req_abc123".into())
+        );
+        assert_eq!(request_id_of(None), None);
+    }
+
+    #[test]
+    fn api_keys_are_checked_and_never_printed() {
+        assert!(ApiKey::new("pk_test_1").is_err());
+        let key = ApiKey::new("sk_test_secret").unwrap();
+        assert!(!format!("{key:?}").contains("secret"));
+    }
+}
