@@ -363,6 +363,8 @@ impl LocalServer {
             worker: WorkerConfig::default(),
             // Without --workers the figures are ingestion's alone.
             workers: args.workers,
+            stripe: None,
+            checkout_urls: None,
         };
         let app = Application::build(config).await?;
         let addr = app.local_addr();

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use claimcheck_core::fulfilment::Packages;
+use claimcheck_core::payments::CheckoutUrls;
+use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
 use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
 use claimcheck_core::worker::WorkerConfig;
 use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
@@ -43,6 +45,17 @@ pub enum Command {
     Orders {
         #[command(subcommand)]
         command: crate::commands::OrdersCommand,
+    },
+    /// Make, list and revoke API tokens for the order API.
+    Tokens {
+        #[command(subcommand)]
+        command: crate::commands::TokensCommand,
+    },
+    /// Run the Stripe API simulator (tests and the demo point STRIPE_API_BASE at it).
+    StripeSim {
+        /// Address and port to listen on.
+        #[arg(long, default_value = "127.0.0.1:12111")]
+        bind: SocketAddr,
     },
     /// Inspect a customer's orders and credit balance.
     Customers {
@@ -139,6 +152,105 @@ pub struct ServeArgs {
     pub stripe_mode: ModeArg,
     #[command(flatten)]
     pub worker: WorkerArgs,
+    #[command(flatten)]
+    pub stripe: StripeArgs,
+    /// Where Stripe Checkout sends a customer after paying ({CHECKOUT_SESSION_ID} is filled
+    /// in by Stripe). Needed by the order API.
+    #[arg(
+        long = "checkout-success-url",
+        env = "CLAIMCHECK_CHECKOUT_SUCCESS_URL",
+        value_name = "CLAIMCHECK_CHECKOUT_SUCCESS_URL"
+    )]
+    pub checkout_success_url: Option<String>,
+    /// Where Stripe Checkout sends a customer who cancels. Needed by the order API.
+    #[arg(
+        long = "checkout-cancel-url",
+        env = "CLAIMCHECK_CHECKOUT_CANCEL_URL",
+        value_name = "CLAIMCHECK_CHECKOUT_CANCEL_URL"
+    )]
+    pub checkout_cancel_url: Option<String>,
+}
+
+/// The outgoing Stripe client: shared by `serve` and `orders refund`.
+#[derive(Debug, Clone, Args)]
+pub struct StripeArgs {
+    /// Stripe secret key (sk_…) for outgoing calls (Checkout Sessions, refunds). Without it
+    /// the order API answers 503 and refunds are refused.
+    #[arg(
+        long = "stripe-api-key",
+        env = "STRIPE_API_KEY",
+        value_name = "STRIPE_API_KEY",
+        hide_env_values = true
+    )]
+    pub stripe_api_key: Option<String>,
+    /// Base URL of the Stripe API (the simulator's, in tests and the demo).
+    #[arg(
+        long = "stripe-api-base",
+        env = "STRIPE_API_BASE",
+        value_name = "STRIPE_API_BASE",
+        default_value = StripeConfig::DEFAULT_API_BASE
+    )]
+    pub stripe_api_base: String,
+    /// How long one outgoing attempt may take before it counts as a timeout, in ms.
+    #[arg(
+        long = "stripe-timeout-ms",
+        env = "CLAIMCHECK_STRIPE_TIMEOUT_MS",
+        value_name = "CLAIMCHECK_STRIPE_TIMEOUT_MS",
+        default_value_t = 20_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub stripe_timeout_ms: u64,
+    /// Attempts per outgoing call (same Idempotency-Key each time) before it is left
+    /// indeterminate for a later retry.
+    #[arg(
+        long = "stripe-max-attempts",
+        env = "CLAIMCHECK_STRIPE_MAX_ATTEMPTS",
+        value_name = "CLAIMCHECK_STRIPE_MAX_ATTEMPTS",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub stripe_max_attempts: u32,
+    /// Wait before the second attempt, in ms; doubled for each further one (at most 8 s).
+    #[arg(
+        long = "stripe-backoff-ms",
+        env = "CLAIMCHECK_STRIPE_BACKOFF_MS",
+        value_name = "CLAIMCHECK_STRIPE_BACKOFF_MS",
+        default_value_t = 500
+    )]
+    pub stripe_backoff_ms: u64,
+}
+
+impl StripeArgs {
+    /// The client, or `None` when no API key is set.
+    pub fn api(&self) -> Result<Option<StripeApi>, ServerError> {
+        let Some(key) = self
+            .stripe_api_key
+            .as_deref()
+            .filter(|k| !k.trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let key =
+            ApiKey::new(key).map_err(|e| ServerError::Config(format!("STRIPE_API_KEY: {e}")))?;
+        if !(self.stripe_api_base.starts_with("https://")
+            || self.stripe_api_base.starts_with("http://"))
+        {
+            return Err(ServerError::Config(format!(
+                "STRIPE_API_BASE: '{}' is not an http(s) URL",
+                self.stripe_api_base
+            )));
+        }
+        let config = StripeConfig {
+            api_base: self.stripe_api_base.clone(),
+            timeout: Duration::from_millis(self.stripe_timeout_ms),
+            max_attempts: self.stripe_max_attempts,
+            base_backoff: Duration::from_millis(self.stripe_backoff_ms),
+            ..StripeConfig::new(key)
+        };
+        StripeApi::new(config)
+            .map(Some)
+            .map_err(|e| ServerError::Config(format!("STRIPE_API_BASE: {e}")))
+    }
 }
 
 /// How claims are worked: shared by `serve` and `claims redrive`.
@@ -179,7 +291,8 @@ pub struct WorkerArgs {
         action = clap::ArgAction::Set
     )]
     pub auto_rescue: bool,
-    /// Credits per package for sessions without metadata.credits: NAME=CREDITS,…
+    /// Packages on sale: NAME=CREDITS[:AMOUNT:CURRENCY],… (amount in minor units). Credits
+    /// serve sessions without metadata.credits; the order API sells packages with a price.
     #[arg(
         long,
         env = "CLAIMCHECK_PACKAGES",
@@ -239,6 +352,21 @@ impl ServeArgs {
             },
             worker: self.worker.config(),
             workers: self.worker.workers,
+            stripe: self.stripe.api()?,
+            checkout_urls: match (self.checkout_success_url, self.checkout_cancel_url) {
+                (Some(success_url), Some(cancel_url)) => Some(CheckoutUrls {
+                    success_url,
+                    cancel_url,
+                }),
+                (None, None) => None,
+                _ => {
+                    return Err(ServerError::Config(
+                        "CLAIMCHECK_CHECKOUT_SUCCESS_URL and CLAIMCHECK_CHECKOUT_CANCEL_URL \
+                         are set together"
+                            .into(),
+                    ));
+                }
+            },
         })
     }
 }
@@ -257,4 +385,16 @@ pub async fn migrate(args: &DatabaseArgs) -> Result<(), ServerError> {
     );
     store.close().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }

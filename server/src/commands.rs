@@ -2,12 +2,14 @@
 //! server (DATABASE_URL) and print a table, or JSON with `--json` (field names are a contract
 //! for scripts and monitoring: fields may be added, never renamed).
 
+use claimcheck_core::payments;
+use claimcheck_core::token::{NewToken, token_hash};
 use claimcheck_core::worker::{Attempt, Worker};
 use claimcheck_core::{ClaimState, EventId, OrderId, Store, now_ms};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use crate::cli::{DatabaseArgs, WorkerArgs};
+use crate::cli::{DatabaseArgs, StripeArgs, WorkerArgs};
 use crate::error::ServerError;
 
 #[derive(Debug, Clone, Args)]
@@ -57,11 +59,52 @@ pub enum ClaimsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum OrdersCommand {
-    /// An order, its credits and ledger.
+    /// An order, its credits, ledger and the Stripe requests made for it.
     Show {
         order_id: OrderId,
         #[command(flatten)]
         output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Refund a paid order in full and revoke its credits once (Idempotency-Key
+    /// refund:<order_id>: running it again never refunds twice).
+    Refund {
+        order_id: OrderId,
+        /// Why (kept in the audit log).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        stripe: StripeArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Make an API token for the shop's backend; it is printed once and stored hashed.
+    Create {
+        /// What the token is for, e.g. the shop's name.
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Tokens, without their secrets.
+    List {
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Revoke a token by its id (the part after cct_).
+    Revoke {
+        token_id: String,
         #[command(flatten)]
         database: DatabaseArgs,
     },
@@ -243,10 +286,7 @@ pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
             worker,
         } => {
             let store = open(&database).await?;
-            let actor = format!(
-                "cli:{}",
-                std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
-            );
+            let actor = cli_actor();
             let runner = Worker::new(store, actor.clone(), worker.config());
             let result = runner
                 .redrive(&event_id, &actor, &reason)
@@ -288,12 +328,29 @@ pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
     }
 }
 
+/// Who runs a command, for the audit log.
+fn cli_actor() -> String {
+    format!(
+        "cli:{}",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
+    )
+}
+
 pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
-    let OrdersCommand::Show {
-        order_id,
-        output,
-        database,
-    } = command;
+    let (order_id, output, database) = match command {
+        OrdersCommand::Show {
+            order_id,
+            output,
+            database,
+        } => (order_id, output, database),
+        OrdersCommand::Refund {
+            order_id,
+            reason,
+            output,
+            database,
+            stripe,
+        } => return refund(order_id, reason, output, database, stripe).await,
+    };
     let store = open(&database).await?;
     let order = store
         .order(&order_id)
@@ -327,14 +384,172 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
                 time(Some(e.created_at)),
                 e.kind.clone(),
                 format!("{:+}", e.delta),
-                e.event_id.clone(),
+                e.event_id
+                    .clone()
+                    .or_else(|| e.idempotency_key.clone())
+                    .unwrap_or_default(),
             ]
         })
         .collect();
     text.push_str("\nledger\n");
-    text.push_str(&table(&["WHEN", "KIND", "DELTA", "EVENT"], &rows));
+    text.push_str(&table(&["WHEN", "KIND", "DELTA", "EVENT / REQUEST"], &rows));
+    if !order.stripe_requests.is_empty() {
+        let rows: Vec<Vec<String>> = order
+            .stripe_requests
+            .iter()
+            .map(|r| {
+                vec![
+                    r.idempotency_key.clone(),
+                    r.status.as_str().to_owned(),
+                    r.http_status.map(|s| s.to_string()).unwrap_or("-".into()),
+                    r.attempts.to_string(),
+                    r.object_id.clone().unwrap_or("-".into()),
+                    r.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        text.push_str("\n\nstripe requests\n");
+        text.push_str(&table(
+            &[
+                "IDEMPOTENCY-KEY",
+                "STATUS",
+                "HTTP",
+                "ATTEMPTS",
+                "OBJECT",
+                "ERROR",
+            ],
+            &rows,
+        ));
+    }
     print(&text);
     Ok(())
+}
+
+async fn refund(
+    order_id: OrderId,
+    reason: String,
+    output: Output,
+    database: DatabaseArgs,
+    stripe: StripeArgs,
+) -> Result<(), ServerError> {
+    if reason.trim().is_empty() {
+        return Err(ServerError::Command("--reason must say why".into()));
+    }
+    let api = stripe.api()?.ok_or_else(|| {
+        ServerError::Config(
+            "refunds need STRIPE_API_KEY (and STRIPE_API_BASE for a simulator)".into(),
+        )
+    })?;
+    let store = open(&database).await?;
+    let refunded = payments::refund(&store, &api, &order_id, &cli_actor(), reason.trim())
+        .await
+        .map_err(|e| ServerError::Command(format!("refund of {order_id}: {e}")))?;
+    if output.json {
+        return print_json(&serde_json::json!({
+            "order_id": order_id.as_str(),
+            "refund_id": refunded.refund_id,
+            "already_refunded": refunded.already_refunded,
+            "revoked_now": refunded.revoked_now,
+            "credits_granted": refunded.order.credits_granted,
+            "status": refunded.order.status,
+        }));
+    }
+    let verdict = if refunded.already_refunded {
+        "was already refunded"
+    } else {
+        "refunded"
+    };
+    print(&format!(
+        "{order_id}: {verdict} ({}); credits granted now {}",
+        refunded.refund_id.as_deref().unwrap_or("refund id unknown"),
+        refunded.order.credits_granted
+    ));
+    Ok(())
+}
+
+pub async fn tokens(command: TokensCommand) -> Result<(), ServerError> {
+    match command {
+        TokensCommand::Create {
+            name,
+            output,
+            database,
+        } => {
+            if name.trim().is_empty() {
+                return Err(ServerError::Command("--name must not be empty".into()));
+            }
+            let store = open(&database).await?;
+            let token = NewToken::generate().map_err(|e| ServerError::Command(e.to_string()))?;
+            store
+                .insert_token(
+                    &token.token_id,
+                    name.trim(),
+                    &token_hash(&token.token),
+                    now_ms(),
+                )
+                .await
+                .map_err(database.error())?;
+            if output.json {
+                return print_json(&serde_json::json!({
+                    "token_id": token.token_id,
+                    "name": name.trim(),
+                    "token": token.token,
+                }));
+            }
+            print(&format!(
+                "{}\n\nThe API token for '{}' (id {}). It is shown only now: store it in the \
+                 shop's backend and send it as Authorization: Bearer <token>.",
+                token.token,
+                name.trim(),
+                token.token_id
+            ));
+            Ok(())
+        }
+        TokensCommand::List { output, database } => {
+            let store = open(&database).await?;
+            let tokens = store.list_tokens().await.map_err(database.error())?;
+            if output.json {
+                return print_json(&tokens);
+            }
+            let rows: Vec<Vec<String>> = tokens
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.token_id.clone(),
+                        t.name.clone(),
+                        time(Some(t.created_at)),
+                        time(t.last_used_at),
+                        if t.revoked_at.is_some() {
+                            "revoked"
+                        } else {
+                            "live"
+                        }
+                        .to_owned(),
+                    ]
+                })
+                .collect();
+            print(&table(
+                &["ID", "NAME", "CREATED", "LAST USED", "STATE"],
+                &rows,
+            ));
+            Ok(())
+        }
+        TokensCommand::Revoke { token_id, database } => {
+            let store = open(&database).await?;
+            if store
+                .revoke_token(token_id.trim(), now_ms())
+                .await
+                .map_err(database.error())?
+            {
+                print(&format!("token {} revoked", token_id.trim()));
+                Ok(())
+            } else {
+                Err(ServerError::Command(format!(
+                    "no live token with id {}",
+                    token_id.trim()
+                )))
+            }
+        }
+    }
 }
 
 pub async fn customers(command: CustomersCommand) -> Result<(), ServerError> {

@@ -10,6 +10,7 @@ pub mod metrics;
 mod routes;
 pub mod shutdown;
 pub mod startup;
+pub mod stripe_sim;
 pub mod telemetry;
 
 pub use error::ServerError;

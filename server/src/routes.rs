@@ -1,5 +1,6 @@
 //! The HTTP surface: one module per area, each with its own `router()`.
 
+mod api;
 mod dashboard;
 mod health;
 mod webhook;
@@ -14,6 +15,7 @@ use leptos::config::LeptosOptions;
 use crate::metrics::Metrics;
 use crate::startup::ServeConfig;
 
+pub(crate) use api::ApiState;
 pub(crate) use webhook::WebhookState;
 
 /// What every handler can reach.
@@ -22,6 +24,7 @@ pub(crate) struct AppState {
     pub store: Store,
     pub leptos_options: LeptosOptions,
     pub webhook: WebhookState,
+    pub api: ApiState,
 }
 
 pub(crate) fn router(
@@ -48,9 +51,15 @@ pub(crate) fn router(
             metrics,
             max_body_bytes: config.webhook.max_body_bytes,
         },
+        api: ApiState {
+            stripe: config.stripe.clone(),
+            checkout_urls: config.checkout_urls.clone(),
+            packages: Arc::new(config.worker.packages.clone()),
+        },
     };
     axum::Router::new()
         .merge(webhook::router(config.webhook.max_body_bytes))
+        .merge(api::router())
         .merge(health::router())
         .merge(dashboard::router(&state))
         .with_state(state)

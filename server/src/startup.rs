@@ -1,6 +1,8 @@
 //! Start-up: open the store, migrate, bind, build the router. `main` and the integration
 //! tests go through the same `Application::build`.
 
+use claimcheck_core::payments::CheckoutUrls;
+use claimcheck_core::stripe::StripeApi;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +29,10 @@ pub struct ServeConfig {
     pub worker: WorkerConfig,
     /// Fulfilment workers in this process (0: this instance only ingests).
     pub workers: usize,
+    /// Outgoing Stripe calls; `None` without STRIPE_API_KEY.
+    pub stripe: Option<StripeApi>,
+    /// Where Checkout returns customers; `None`: the order API is not configured.
+    pub checkout_urls: Option<CheckoutUrls>,
 }
 
 /// How `POST /webhooks/stripe` checks deliveries.

@@ -224,6 +224,8 @@ pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeC
         // Tests of ingestion and pages see claims as the webhook left them; fulfilment
         // tests start workers themselves.
         workers: 0,
+        stripe: None,
+        checkout_urls: None,
     };
     customize(&mut config);
     let app = Application::build(config).await.unwrap();
@@ -325,8 +327,24 @@ pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// Declares one test per backend for each named `async fn(TestApp)`.
+/// Declares one test per backend for each named `async fn(TestApp)` or, after `backend =>`,
+/// each `async fn(Backend)` that starts its own app.
 macro_rules! on_both_backends {
+    (backend => $($name:ident),+ $(,)?) => {$(
+        mod $name {
+            use crate::helpers::Backend;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(Backend::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(Backend::Postgres).await;
+            }
+        }
+    )+};
     ($($name:ident),+ $(,)?) => {$(
         mod $name {
             use crate::helpers::{spawn_app, Backend};

@@ -10,4 +10,5 @@ mod dashboard;
 mod fulfilment;
 mod health;
 mod operator_cli;
+mod outgoing;
 mod webhook;

@@ -1,0 +1,293 @@
+//! The order API for the shop's backend, authenticated with an API token
+//! (`Authorization: Bearer cct_…`, made with `claimcheck tokens create`):
+//!
+//! - `POST /api/orders` `{"package", "customer_email", "order_id"?}` records the order and
+//!   opens its Stripe Checkout Session; asking again for the same order returns the same
+//!   session (201 the first time, 200 after).
+//! - `GET /api/orders/{order_id}`: status, credits granted, the Checkout URL.
+//! - `GET /api/customers/{email}/balance`: the customer's credit balance.
+//!
+//! Every error is JSON `{"error": code, "message": text}`.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use claimcheck_core::fulfilment::Packages;
+use claimcheck_core::payments::{CheckoutUrls, OrderRequest, PaymentError, open_checkout};
+use claimcheck_core::stripe::{CallError, StripeApi};
+use claimcheck_core::token::token_hash;
+use claimcheck_core::{OrderId, OrderView, Store, StoreError, now_ms};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::AppState;
+
+/// What the order API needs besides the store.
+#[derive(Clone)]
+pub(crate) struct ApiState {
+    pub stripe: Option<StripeApi>,
+    pub checkout_urls: Option<CheckoutUrls>,
+    pub packages: Arc<Packages>,
+}
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/orders", post(create_order))
+        .route("/api/orders/{order_id}", get(show_order))
+        .route("/api/customers/{email}/balance", get(balance))
+}
+
+/// An API error: status, stable code, human message.
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn storage(error: StoreError) -> ApiError {
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "order API: storage"
+        );
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_error",
+            "the database is unavailable; try again",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.status,
+            Json(json!({ "error": self.code, "message": self.message })),
+        )
+            .into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"claimcheck\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<PaymentError> for ApiError {
+    fn from(error: PaymentError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            PaymentError::UnknownPackage(_)
+            | PaymentError::NoPrice(_)
+            | PaymentError::BadEmail(_)
+            | PaymentError::BadOrderId(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_order", message)
+            }
+            PaymentError::OrderConflict(_) => {
+                ApiError::new(StatusCode::CONFLICT, "order_conflict", message)
+            }
+            PaymentError::NoSuchOrder(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+            }
+            PaymentError::NotRefundable { .. } | PaymentError::NoPaymentIntent(_) => {
+                ApiError::new(StatusCode::CONFLICT, "not_refundable", message)
+            }
+            PaymentError::Call(CallError::Indeterminate { .. }) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "stripe_unavailable",
+                message,
+            ),
+            PaymentError::Call(CallError::Store(e)) | PaymentError::Store(e) => {
+                ApiError::storage(e)
+            }
+            PaymentError::Call(CallError::Config(_)) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_configured", message)
+            }
+            PaymentError::Call(CallError::Rejected { .. })
+            | PaymentError::Call(CallError::IdempotencyMismatch { .. }) => {
+                tracing::error!(%message, "Stripe refused an order API call");
+                ApiError::new(StatusCode::BAD_GATEWAY, "stripe_rejected", message)
+            }
+            PaymentError::Random(_) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+            }
+        }
+    }
+}
+
+/// A caller that presented a live API token.
+pub(crate) struct ApiCaller {
+    #[allow(dead_code)]
+    pub token_id: String,
+}
+
+impl FromRequestParts<AppState> for ApiCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "send an API token: Authorization: Bearer cct_… (claimcheck tokens create)",
+                )
+            })?;
+        let found = state
+            .store
+            .authenticate_token(&token_hash(token), now_ms())
+            .await
+            .map_err(ApiError::storage)?;
+        match found {
+            Some(token) => Ok(ApiCaller {
+                token_id: token.token_id,
+            }),
+            None => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "the API token is unknown or revoked",
+            )),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateOrder {
+    package: String,
+    customer_email: String,
+    #[serde(default)]
+    order_id: Option<String>,
+}
+
+/// What the shop needs to know about an order.
+#[derive(Serialize)]
+struct OrderSummary {
+    order_id: String,
+    status: String,
+    payment_status: String,
+    package: Option<String>,
+    customer_email: Option<String>,
+    credits: i64,
+    credits_granted: i64,
+    amount: Option<i64>,
+    currency: Option<String>,
+    checkout_session_id: Option<String>,
+    checkout_url: Option<String>,
+}
+
+impl From<OrderView> for OrderSummary {
+    fn from(order: OrderView) -> Self {
+        OrderSummary {
+            order_id: order.order_id,
+            status: order.status,
+            payment_status: order.payment_status,
+            package: order.package,
+            customer_email: order.customer_email,
+            credits: order.credits,
+            credits_granted: order.credits_granted,
+            amount: order.amount,
+            currency: order.currency,
+            checkout_session_id: order.checkout_session_id,
+            checkout_url: order.checkout_url,
+        }
+    }
+}
+
+async fn create_order(
+    _caller: ApiCaller,
+    State(state): State<AppState>,
+    body: Result<Json<CreateOrder>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|rejection| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "expected JSON {{\"package\", \"customer_email\", \"order_id\"?}}: {}",
+                rejection.body_text()
+            ),
+        )
+    })?;
+    let api = &state.api;
+    let (Some(stripe), Some(urls)) = (&api.stripe, &api.checkout_urls) else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_configured",
+            "the order API needs STRIPE_API_KEY, CLAIMCHECK_CHECKOUT_SUCCESS_URL and \
+             CLAIMCHECK_CHECKOUT_CANCEL_URL",
+        ));
+    };
+    let request = OrderRequest {
+        order_id: body.order_id,
+        package: body.package,
+        customer_email: body.customer_email,
+    };
+    let checkout = open_checkout(&state.store, stripe, &api.packages, urls, &request).await?;
+    let status = if checkout.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(OrderSummary::from(checkout.order))).into_response())
+}
+
+async fn show_order(
+    _caller: ApiCaller,
+    State(store): State<Store>,
+    Path(order_id): Path<String>,
+) -> Result<Json<OrderSummary>, ApiError> {
+    let order_id = OrderId::parse(order_id)
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
+    match store.order(&order_id).await.map_err(ApiError::storage)? {
+        Some(order) => Ok(Json(order.into())),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no order {order_id}"),
+        )),
+    }
+}
+
+async fn balance(
+    _caller: ApiCaller,
+    State(store): State<Store>,
+    Path(email): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let customer = store.customer(&email).await.map_err(ApiError::storage)?;
+    Ok(Json(json!({
+        "customer_email": email.trim().to_lowercase(),
+        "balance": customer.balance,
+        "orders": customer.orders.len(),
+    })))
+}

@@ -1,0 +1,655 @@
+//! A Stripe API simulator for the tests and the demo: the endpoints Claimcheck calls, with
+//! Stripe's idempotency semantics and fault injection.
+//!
+//! - The first result under an Idempotency-Key is replayed for the same key (errors
+//!   included) with `Idempotent-Replayed: true` and the original `Request-Id`; keys never
+//!   expire while the simulator runs (Stripe keeps them at least 24 h).
+//! - The same key with other parameters (or another endpoint) answers 400
+//!   `idempotency_error`; the same key while its first request is still running, 409.
+//! - Faults strike AFTER the operation is performed and its result stored: a 500 instead of
+//!   the answer, a dropped connection, or an answer held until the client gives up.
+//! - `GET /_sim/log` lists every request and what became of it; `GET /_sim/objects` lists
+//!   what was created; `POST /_sim/faults` arms faults and `POST /_sim/latency` slows every
+//!   operation (so concurrent requests overlap).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use claimcheck_core::now_ms;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::error::ServerError;
+
+/// What a fault does to the answer of an operation that has been performed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultMode {
+    /// Answer 500 `api_error` instead of the result.
+    Error500,
+    /// Close the connection without a complete answer.
+    Drop,
+    /// Hold the answer for `hold_ms`, then close the connection.
+    Timeout,
+}
+
+/// Strikes the next `count` requests to `path` (e.g. `/v1/refunds`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub path: String,
+    pub mode: FaultMode,
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default = "default_hold_ms")]
+    pub hold_ms: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_hold_ms() -> u64 {
+    30_000
+}
+
+/// One request the simulator answered, for tests to read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub at: i64,
+    pub method: String,
+    pub path: String,
+    pub idempotency_key: Option<String>,
+    pub params: BTreeMap<String, String>,
+    /// performed | replayed | idempotency_conflict | in_flight | unauthorized | not_found
+    pub outcome: String,
+    pub http_status: u16,
+    pub object_id: Option<String>,
+    pub request_id: String,
+    pub fault: Option<FaultMode>,
+}
+
+#[derive(Clone)]
+struct Stored {
+    path: String,
+    params: BTreeMap<String, String>,
+    answer: Option<Answer>,
+}
+
+#[derive(Clone)]
+struct Answer {
+    status: StatusCode,
+    body: Value,
+    request_id: String,
+}
+
+#[derive(Default)]
+struct SimState {
+    next_id: u64,
+    keys: HashMap<String, Stored>,
+    sessions: BTreeMap<String, Value>,
+    refunds: BTreeMap<String, Value>,
+    /// payment intent → refund id, for refusing a second full refund.
+    refunded: HashMap<String, String>,
+    faults: Vec<Fault>,
+    latency_ms: u64,
+    log: Vec<LogEntry>,
+}
+
+impl SimState {
+    fn next(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}_sim{:08}", self.next_id)
+    }
+}
+
+#[derive(Clone)]
+struct Sim {
+    state: Arc<Mutex<SimState>>,
+    public_url: String,
+}
+
+impl Sim {
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        // A panicking handler must not take the simulator down with it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A running simulator.
+pub struct StripeSim {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StripeSim {
+    /// Binds `bind` (port 0 picks a free port) and serves until dropped or stopped.
+    pub async fn start(bind: SocketAddr) -> Result<StripeSim, ServerError> {
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|source| ServerError::Bind { addr: bind, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind { addr: bind, source })?;
+        let router = router(format!("http://{addr}"));
+        let task = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, router).await {
+                tracing::error!(%error, "the Stripe simulator stopped");
+            }
+        });
+        Ok(StripeSim { addr, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to give Claimcheck as `STRIPE_API_BASE`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+        shutdown.await;
+        self.task.abort();
+        Ok(())
+    }
+}
+
+impl Drop for StripeSim {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn router(public_url: String) -> Router {
+    let sim = Sim {
+        state: Arc::default(),
+        public_url,
+    };
+    Router::new()
+        .route("/v1/checkout/sessions", post(create_session))
+        .route("/v1/checkout/sessions/{id}", get(retrieve_session))
+        .route("/v1/refunds", post(create_refund))
+        .route("/_sim/log", get(log))
+        .route("/_sim/objects", get(objects))
+        .route("/_sim/faults", post(arm_fault).delete(clear_faults))
+        .route("/_sim/latency", post(set_latency))
+        .fallback(not_found)
+        .with_state(sim)
+}
+
+fn stripe_error(status: StatusCode, kind: &str, code: Option<&str>, message: &str) -> Answer {
+    let mut error = json!({ "type": kind, "message": message });
+    if let Some(code) = code {
+        error["code"] = json!(code);
+    }
+    Answer {
+        status,
+        body: json!({ "error": error }),
+        request_id: String::new(),
+    }
+}
+
+fn respond(answer: &Answer, replayed: bool) -> Response {
+    let mut response = (answer.status, Json(&answer.body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&answer.request_id) {
+        response.headers_mut().insert("request-id", value);
+    }
+    if replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// A body that fails at once: hyper aborts the connection instead of completing the answer.
+fn dropped_connection() -> Response {
+    let failing = futures_util::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped by a fault"))
+    });
+    let mut response = Response::new(Body::from_stream(failing));
+    *response.status_mut() = StatusCode::OK;
+    response
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|key| key.starts_with("sk_test_") || key.starts_with("sk_live_"))
+}
+
+fn parse_form(body: &[u8]) -> Result<BTreeMap<String, String>, String> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_bytes(body).map_err(|e| e.to_string())?;
+    Ok(pairs.into_iter().collect())
+}
+
+type Operation = fn(&mut SimState, &str, &BTreeMap<String, String>) -> Answer;
+
+async fn create_session(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Response {
+    handle_post(sim, "/v1/checkout/sessions", headers, body, perform_session).await
+}
+
+async fn create_refund(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Response {
+    handle_post(sim, "/v1/refunds", headers, body, perform_refund).await
+}
+
+/// Stripe's idempotency rules around one operation, then the armed fault, if any.
+async fn handle_post(
+    sim: Sim,
+    path: &str,
+    headers: HeaderMap,
+    body: Bytes,
+    operation: Operation,
+) -> Response {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let params = parse_form(&body).unwrap_or_default();
+    let mut entry = LogEntry {
+        seq: 0,
+        at: now_ms(),
+        method: "POST".into(),
+        path: path.into(),
+        idempotency_key: key.clone(),
+        params: params.clone(),
+        outcome: String::new(),
+        http_status: 0,
+        object_id: None,
+        request_id: String::new(),
+        fault: None,
+    };
+
+    if !authorized(&headers) {
+        let answer = stripe_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            None,
+            "Invalid API Key provided.",
+        );
+        return finish(&sim, entry, "unauthorized", answer, false);
+    }
+    if let Err(error) = parse_form(&body) {
+        let answer = stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            None,
+            &format!("Invalid request body: {error}"),
+        );
+        return finish(&sim, entry, "invalid", answer, false);
+    }
+
+    // Look the key up and, if it is new, mark it in flight: one lock, so two requests with
+    // one key cannot both perform.
+    if let Some(key) = &key {
+        match check_key(&sim, key, path, &params) {
+            KeyCheck::New => {}
+            KeyCheck::Replay(answer) => {
+                entry.object_id = answer.body["id"].as_str().map(str::to_owned);
+                return finish_with_fault(&sim, entry, "replayed", answer, true).await;
+            }
+            KeyCheck::Refused(outcome, answer) => {
+                return finish(&sim, entry, outcome, answer, false);
+            }
+        }
+    }
+
+    let latency = sim.lock().latency_ms;
+    if latency > 0 {
+        tokio::time::sleep(Duration::from_millis(latency)).await;
+    }
+    let answer = {
+        let mut state = sim.lock();
+        let mut answer = operation(&mut state, &sim.public_url, &params);
+        answer.request_id = state.next("req");
+        if let Some(key) = &key
+            && let Some(stored) = state.keys.get_mut(key)
+        {
+            stored.answer = Some(answer.clone());
+        }
+        answer
+    };
+    entry.object_id = answer.body["id"].as_str().map(str::to_owned);
+    finish_with_fault(&sim, entry, "performed", answer, false).await
+}
+
+enum KeyCheck {
+    New,
+    Replay(Answer),
+    Refused(&'static str, Answer),
+}
+
+fn check_key(sim: &Sim, key: &str, path: &str, params: &BTreeMap<String, String>) -> KeyCheck {
+    let mut state = sim.lock();
+    match state.keys.get(key) {
+        Some(stored) if stored.path != path || &stored.params != params => KeyCheck::Refused(
+            "idempotency_conflict",
+            stripe_error(
+                StatusCode::BAD_REQUEST,
+                "idempotency_error",
+                None,
+                &format!(
+                    "Keys for idempotent requests can only be used with the same parameters \
+                     they were first used with. Try using a key other than '{key}' if you \
+                     meant to execute a different request."
+                ),
+            ),
+        ),
+        Some(Stored {
+            answer: Some(answer),
+            ..
+        }) => KeyCheck::Replay(answer.clone()),
+        Some(Stored { answer: None, .. }) => KeyCheck::Refused(
+            "in_flight",
+            stripe_error(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                Some("idempotency_key_in_use"),
+                "There is currently another in-progress request using this Stripe API key \
+                 and idempotency key. Try again later.",
+            ),
+        ),
+        None => {
+            state.keys.insert(
+                key.to_owned(),
+                Stored {
+                    path: path.to_owned(),
+                    params: params.clone(),
+                    answer: None,
+                },
+            );
+            KeyCheck::New
+        }
+    }
+}
+
+fn finish(
+    sim: &Sim,
+    mut entry: LogEntry,
+    outcome: &str,
+    answer: Answer,
+    replayed: bool,
+) -> Response {
+    let mut answer = answer;
+    if answer.request_id.is_empty() {
+        answer.request_id = sim.lock().next("req");
+    }
+    entry.outcome = outcome.into();
+    entry.http_status = answer.status.as_u16();
+    entry.request_id = answer.request_id.clone();
+    push_log(sim, entry);
+    respond(&answer, replayed)
+}
+
+async fn finish_with_fault(
+    sim: &Sim,
+    mut entry: LogEntry,
+    outcome: &str,
+    answer: Answer,
+    replayed: bool,
+) -> Response {
+    let fault = {
+        let mut state = sim.lock();
+        let armed = state
+            .faults
+            .iter_mut()
+            .find(|f| f.path == entry.path && f.count > 0);
+        armed.map(|fault| {
+            fault.count -= 1;
+            fault.clone()
+        })
+    };
+    entry.outcome = outcome.into();
+    entry.http_status = answer.status.as_u16();
+    entry.request_id = answer.request_id.clone();
+    entry.fault = fault.as_ref().map(|f| f.mode);
+    push_log(sim, entry);
+    match fault {
+        None => respond(&answer, replayed),
+        Some(fault) => match fault.mode {
+            FaultMode::Error500 => {
+                let mut error = stripe_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "api_error",
+                    None,
+                    "An unknown error occurred.",
+                );
+                error.request_id = answer.request_id;
+                respond(&error, false)
+            }
+            FaultMode::Drop => dropped_connection(),
+            FaultMode::Timeout => {
+                tokio::time::sleep(Duration::from_millis(fault.hold_ms)).await;
+                dropped_connection()
+            }
+        },
+    }
+}
+
+fn push_log(sim: &Sim, mut entry: LogEntry) {
+    let mut state = sim.lock();
+    entry.seq = state.log.len() as u64 + 1;
+    state.log.push(entry);
+}
+
+fn required<'a>(params: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str, Answer> {
+    params.get(name).map(String::as_str).ok_or_else(|| {
+        stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("parameter_missing"),
+            &format!("Missing required param: {name}."),
+        )
+    })
+}
+
+fn prefixed(params: &BTreeMap<String, String>, prefix: &str) -> serde_json::Map<String, Value> {
+    params
+        .iter()
+        .filter_map(|(k, v)| {
+            k.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(']'))
+                .map(|name| (name.to_owned(), json!(v)))
+        })
+        .collect()
+}
+
+fn perform_session(
+    state: &mut SimState,
+    public_url: &str,
+    params: &BTreeMap<String, String>,
+) -> Answer {
+    let checked = (|| {
+        let mode = required(params, "mode")?;
+        let success_url = required(params, "success_url")?;
+        let unit_amount: i64 = required(params, "line_items[0][price_data][unit_amount]")?
+            .parse()
+            .map_err(|_| {
+                stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("parameter_invalid_integer"),
+                    "Invalid integer: line_items[0][price_data][unit_amount].",
+                )
+            })?;
+        let currency = required(params, "line_items[0][price_data][currency]")?;
+        let quantity: i64 = params
+            .get("line_items[0][quantity]")
+            .and_then(|q| q.parse().ok())
+            .unwrap_or(1);
+        Ok::<_, Answer>((mode, success_url, unit_amount * quantity, currency))
+    })();
+    let (mode, success_url, amount_total, currency) = match checked {
+        Ok(values) => values,
+        Err(answer) => return answer,
+    };
+    let id = state.next("cs_test");
+    let session = json!({
+        "id": id,
+        "object": "checkout.session",
+        "mode": mode,
+        "status": "open",
+        "payment_status": "unpaid",
+        "amount_total": amount_total,
+        "currency": currency,
+        "client_reference_id": params.get("client_reference_id"),
+        "customer_email": params.get("customer_email"),
+        "metadata": prefixed(params, "metadata["),
+        "success_url": success_url,
+        "cancel_url": params.get("cancel_url"),
+        "payment_intent": null,
+        "url": format!("{public_url}/pay/{id}"),
+        "livemode": false,
+        "created": now_ms() / 1000,
+        "expires_at": now_ms() / 1000 + 24 * 3600,
+        "automatic_tax": { "enabled": false },
+        "custom_fields": [],
+        "custom_text": {},
+        "payment_method_types": ["card"],
+        "shipping_options": [],
+    });
+    state.sessions.insert(id, session.clone());
+    Answer {
+        status: StatusCode::OK,
+        body: session,
+        request_id: String::new(),
+    }
+}
+
+fn perform_refund(state: &mut SimState, _: &str, params: &BTreeMap<String, String>) -> Answer {
+    let payment_intent = match required(params, "payment_intent") {
+        Ok(pi) => pi.to_owned(),
+        Err(answer) => return answer,
+    };
+    if let Some(existing) = state.refunded.get(&payment_intent) {
+        return stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("charge_already_refunded"),
+            &format!("Charge for {payment_intent} has already been refunded ({existing})."),
+        );
+    }
+    // The amount of the session paid through this payment intent, if the simulator made it;
+    // otherwise the requested amount (the simulator's account settles in CHF).
+    let paid = state
+        .sessions
+        .values()
+        .find(|s| s["payment_intent"].as_str() == Some(payment_intent.as_str()));
+    let amount = params
+        .get("amount")
+        .and_then(|a| a.parse::<i64>().ok())
+        .or_else(|| paid.and_then(|s| s["amount_total"].as_i64()))
+        .unwrap_or(0);
+    let currency = paid
+        .and_then(|s| s["currency"].as_str())
+        .unwrap_or("chf")
+        .to_owned();
+    let id = state.next("re");
+    let refund = json!({
+        "id": id,
+        "object": "refund",
+        "status": "succeeded",
+        "payment_intent": payment_intent,
+        "amount": amount,
+        "currency": currency,
+        "reason": params.get("reason"),
+        "metadata": prefixed(params, "metadata["),
+        "created": now_ms() / 1000,
+    });
+    state.refunded.insert(payment_intent, id.clone());
+    state.refunds.insert(id, refund.clone());
+    Answer {
+        status: StatusCode::OK,
+        body: refund,
+        request_id: String::new(),
+    }
+}
+
+async fn retrieve_session(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&headers) {
+        let answer = stripe_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            None,
+            "Invalid API Key provided.",
+        );
+        return respond(&answer, false);
+    }
+    let session = sim.lock().sessions.get(&id).cloned();
+    match session {
+        Some(session) => Json(session).into_response(),
+        None => respond(
+            &stripe_error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                Some("resource_missing"),
+                &format!("No such checkout.session: '{id}'"),
+            ),
+            false,
+        ),
+    }
+}
+
+async fn not_found() -> Response {
+    respond(
+        &stripe_error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            None,
+            "Unrecognized request URL. The Claimcheck Stripe simulator knows \
+             POST /v1/checkout/sessions, GET /v1/checkout/sessions/{id} and POST /v1/refunds.",
+        ),
+        false,
+    )
+}
+
+async fn log(State(sim): State<Sim>) -> Json<Vec<LogEntry>> {
+    Json(sim.lock().log.clone())
+}
+
+async fn objects(State(sim): State<Sim>) -> Json<Value> {
+    let state = sim.lock();
+    Json(json!({
+        "checkout_sessions": state.sessions.values().collect::<Vec<_>>(),
+        "refunds": state.refunds.values().collect::<Vec<_>>(),
+    }))
+}
+
+async fn arm_fault(State(sim): State<Sim>, Json(fault): Json<Fault>) -> StatusCode {
+    sim.lock().faults.push(fault);
+    StatusCode::NO_CONTENT
+}
+
+async fn clear_faults(State(sim): State<Sim>) -> StatusCode {
+    sim.lock().faults.clear();
+    StatusCode::NO_CONTENT
+}
+
+#[derive(Deserialize)]
+struct Latency {
+    ms: u64,
+}
+
+async fn set_latency(State(sim): State<Sim>, Json(latency): Json<Latency>) -> StatusCode {
+    sim.lock().latency_ms = latency.ms;
+    StatusCode::NO_CONTENT
+}

@@ -1,0 +1,638 @@
+//! Outgoing Stripe calls against the Stripe simulator: order-scoped Idempotency-Keys,
+//! recorded before sending, retried under the same key, and never a second object.
+
+use std::time::Duration;
+
+use claimcheck_core::payments::{self, CheckoutUrls};
+use claimcheck_core::stripe::{ApiKey, CallError, StripeApi, StripeConfig};
+use claimcheck_core::token::{NewToken, token_hash};
+use claimcheck_core::worker::{Worker, WorkerConfig};
+use claimcheck_core::{OrderId, now_ms};
+use claimcheck_server::stripe_sim::{Fault, FaultMode, LogEntry, StripeSim};
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, on_both_backends, spawn_app_with};
+
+on_both_backends!(
+    backend =>
+    the_order_api_needs_a_live_token,
+    creating_the_checkout_session_twice_makes_one_session_under_one_key,
+    a_checkout_session_that_timed_out_is_retried_under_the_same_key,
+    changed_parameters_under_one_key_surface_as_an_error_on_the_order,
+    a_refund_that_times_out_after_stripe_acted_is_retried_into_the_same_refund,
+    two_refunds_at_the_same_moment_make_one_refund,
+    a_refund_and_its_charge_refunded_event_revoke_once,
+    bad_order_requests_get_clear_errors_and_create_nothing,
+);
+
+pub const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
+
+/// A client for the simulator: short timeouts and backoffs keep the tests quick.
+pub fn stripe_api(sim: &StripeSim) -> StripeApi {
+    StripeApi::new(StripeConfig {
+        api_base: sim.base_url(),
+        timeout: Duration::from_millis(400),
+        max_attempts: 4,
+        base_backoff: Duration::from_millis(50),
+        ..StripeConfig::new(ApiKey::new("sk_test_claimcheck").unwrap())
+    })
+    .unwrap()
+}
+
+pub fn urls() -> CheckoutUrls {
+    CheckoutUrls {
+        success_url: "https://shop.example/thanks?session={CHECKOUT_SESSION_ID}".into(),
+        cancel_url: "https://shop.example/cart".into(),
+    }
+}
+
+struct Shop {
+    app: TestApp,
+    sim: StripeSim,
+    token: String,
+}
+
+async fn shop(backend: Backend) -> Shop {
+    let sim = StripeSim::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let api = stripe_api(&sim);
+    let app = spawn_app_with(backend, |config| {
+        config.stripe = Some(api);
+        config.checkout_urls = Some(urls());
+        config.worker.packages = PACKAGES.parse().unwrap();
+    })
+    .await;
+    let token = NewToken::generate().unwrap();
+    app.store
+        .insert_token(
+            &token.token_id,
+            "test shop",
+            &token_hash(&token.token),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    Shop {
+        app,
+        sim,
+        token: token.token,
+    }
+}
+
+impl Shop {
+    async fn post_order(&self, body: Value) -> reqwest::Response {
+        self.app
+            .client
+            .post(self.app.url("/api/orders"))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn get_api(&self, path: &str) -> reqwest::Response {
+        self.app
+            .client
+            .get(self.app.url(path))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn log(&self) -> Vec<LogEntry> {
+        reqwest::get(format!("{}/_sim/log", self.sim.base_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn objects(&self, kind: &str) -> Vec<Value> {
+        let objects: Value = reqwest::get(format!("{}/_sim/objects", self.sim.base_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        objects[kind].as_array().unwrap().clone()
+    }
+
+    async fn arm(&self, path: &str, mode: FaultMode, count: u32, hold_ms: u64) {
+        let fault = Fault {
+            path: path.into(),
+            mode,
+            count,
+            hold_ms,
+        };
+        let status = reqwest::Client::new()
+            .post(format!("{}/_sim/faults", self.sim.base_url()))
+            .json(&fault)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 204);
+    }
+
+    async fn latency(&self, ms: u64) {
+        reqwest::Client::new()
+            .post(format!("{}/_sim/latency", self.sim.base_url()))
+            .json(&json!({ "ms": ms }))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// An order paid through the webhook path: created through the API, then its
+    /// `checkout.session.completed` (paid, with a payment intent) delivered and fulfilled.
+    async fn paid_order(&self, order_id: &str) {
+        let created = self
+            .post_order(json!({
+                "order_id": order_id,
+                "package": "thesis-40",
+                "customer_email": "anna@example.ch",
+            }))
+            .await;
+        assert_eq!(created.status(), 201);
+        let order: Value = created.json().await.unwrap();
+        let event = json!({
+            "id": format!("evt_paid_{order_id}"),
+            "object": "event",
+            "type": "checkout.session.completed",
+            "created": now_ms() / 1000,
+            "livemode": false,
+            "data": { "object": {
+                "id": order["checkout_session_id"],
+                "object": "checkout.session",
+                "payment_status": "paid",
+                "payment_intent": format!("pi_{order_id}"),
+                "client_reference_id": order_id,
+                "customer_email": "anna@example.ch",
+                "metadata": { "order_id": order_id, "credits": "40", "package": "thesis-40" },
+            }},
+        });
+        let body = serde_json::to_vec(&event).unwrap();
+        assert_eq!(self.app.deliver(&body).await.status(), 200);
+        let worker = Worker::new(
+            self.app.store.clone(),
+            "test-worker",
+            WorkerConfig::default(),
+        );
+        while !worker.run_once().await.unwrap().is_empty() {}
+        assert_eq!(self.credits(order_id).await, 40);
+    }
+
+    async fn credits(&self, order_id: &str) -> i64 {
+        let order = self
+            .app
+            .store
+            .order(&OrderId::parse(order_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        order.credits_granted
+    }
+
+    async fn ledger_rows(&self, order_id: &str, kind: &str) -> i64 {
+        self.app
+            .db
+            .count(&format!(
+                "SELECT COUNT(*) FROM credit_ledger WHERE order_id = '{order_id}' AND kind = '{kind}'"
+            ))
+            .await
+    }
+
+    async fn refund(&self, order_id: &str) -> Result<payments::Refunded, payments::PaymentError> {
+        let api = stripe_api(&self.sim);
+        payments::refund(
+            &self.app.store,
+            &api,
+            &OrderId::parse(order_id).unwrap(),
+            "test:support",
+            "customer asked",
+        )
+        .await
+    }
+}
+
+fn performed<'a>(log: &'a [LogEntry], path: &str) -> Vec<&'a LogEntry> {
+    log.iter()
+        .filter(|e| e.path == path && e.outcome == "performed")
+        .collect()
+}
+
+async fn the_order_api_needs_a_live_token(backend: Backend) {
+    let shop = shop(backend).await;
+    let body = json!({ "package": "thesis-40", "customer_email": "anna@example.ch" });
+    let anonymous = shop
+        .app
+        .client
+        .post(shop.app.url("/api/orders"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert!(anonymous.headers().contains_key("www-authenticate"));
+    let forged = shop
+        .app
+        .client
+        .get(shop.app.url("/api/orders/ord_1"))
+        .bearer_auth("cct_000000000000_00000000000000000000000000000000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    let error: Value = forged.json().await.unwrap();
+    assert_eq!(error["error"], "unauthorized");
+
+    // A revoked token stops working at once.
+    let token_id = shop.token.split('_').nth(1).unwrap().to_owned();
+    assert!(
+        shop.app
+            .store
+            .revoke_token(&token_id, now_ms())
+            .await
+            .unwrap()
+    );
+    assert_eq!(shop.post_order(body).await.status(), 401);
+    assert!(shop.log().await.is_empty(), "nothing reached Stripe");
+}
+
+async fn creating_the_checkout_session_twice_makes_one_session_under_one_key(backend: Backend) {
+    let shop = shop(backend).await;
+    let body = json!({
+        "order_id": "ord_twice",
+        "package": "thesis-40",
+        "customer_email": "Anna@Example.ch",
+    });
+    let first = shop.post_order(body.clone()).await;
+    assert_eq!(first.status(), 201);
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["status"], "awaiting_payment");
+    assert_eq!(first["amount"], 4900);
+    assert_eq!(first["currency"], "chf");
+    assert!(
+        first["checkout_url"]
+            .as_str()
+            .unwrap()
+            .contains("/pay/cs_test_")
+    );
+
+    let again = shop.post_order(body).await;
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["checkout_session_id"], first["checkout_session_id"]);
+    assert_eq!(again["checkout_url"], first["checkout_url"]);
+
+    // Two orders at once for a third id: still one session each.
+    let concurrent = json!({
+        "order_id": "ord_race",
+        "package": "thesis-100",
+        "customer_email": "ben@example.ch",
+    });
+    let (a, b) = tokio::join!(
+        shop.post_order(concurrent.clone()),
+        shop.post_order(concurrent.clone())
+    );
+    let a: Value = a.json().await.unwrap();
+    let b: Value = b.json().await.unwrap();
+    assert_eq!(a["checkout_session_id"], b["checkout_session_id"]);
+
+    let sessions = shop.objects("checkout_sessions").await;
+    assert_eq!(sessions.len(), 2, "{sessions:#?}");
+    let session = sessions
+        .iter()
+        .find(|s| s["id"] == first["checkout_session_id"])
+        .unwrap();
+    assert_eq!(session["metadata"]["order_id"], "ord_twice");
+    assert_eq!(session["metadata"]["credits"], "40");
+    assert_eq!(session["client_reference_id"], "ord_twice");
+    assert_eq!(session["customer_email"], "anna@example.ch");
+    assert_eq!(session["amount_total"], 4900);
+    for entry in shop.log().await {
+        let key = entry.idempotency_key.as_deref().unwrap();
+        assert!(
+            key == "checkout-session:ord_twice" || key == "checkout-session:ord_race",
+            "{key}"
+        );
+    }
+
+    let shown: Value = shop
+        .get_api("/api/orders/ord_twice")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["checkout_session_id"], first["checkout_session_id"]);
+    assert_eq!(shown["credits_granted"], 0);
+    assert_eq!(shop.get_api("/api/orders/ord_nope").await.status(), 404);
+}
+
+async fn a_checkout_session_that_timed_out_is_retried_under_the_same_key(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.arm("/v1/checkout/sessions", FaultMode::Timeout, 1, 2_000)
+        .await;
+    let response = shop
+        .post_order(json!({
+            "order_id": "ord_slow",
+            "package": "thesis-40",
+            "customer_email": "anna@example.ch",
+        }))
+        .await;
+    assert_eq!(response.status(), 201);
+    let order: Value = response.json().await.unwrap();
+
+    let log = shop.log().await;
+    assert_eq!(performed(&log, "/v1/checkout/sessions").len(), 1);
+    assert!(log.iter().any(|e| e.outcome == "replayed"), "{log:#?}");
+    assert!(
+        log.iter()
+            .all(|e| e.idempotency_key.as_deref() == Some("checkout-session:ord_slow"))
+    );
+    assert_eq!(
+        Some(order["checkout_session_id"].as_str().unwrap()),
+        performed(&log, "/v1/checkout/sessions")[0]
+            .object_id
+            .as_deref()
+    );
+    let view = shop
+        .app
+        .store
+        .order(&OrderId::parse("ord_slow").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let request = &view.stripe_requests[0];
+    assert_eq!(request.idempotency_key, "checkout-session:ord_slow");
+    assert_eq!(request.status.as_str(), "succeeded");
+    assert!(request.attempts >= 2, "{request:?}");
+}
+
+async fn changed_parameters_under_one_key_surface_as_an_error_on_the_order(backend: Backend) {
+    let shop = shop(backend).await;
+    // Stripe acts but never answers: the request stays indeterminate.
+    shop.arm("/v1/checkout/sessions", FaultMode::Drop, 10, 0)
+        .await;
+    let body = json!({
+        "order_id": "ord_changed",
+        "package": "thesis-40",
+        "customer_email": "anna@example.ch",
+    });
+    let response = shop.post_order(body.clone()).await;
+    assert_eq!(response.status(), 503);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"], "stripe_unavailable");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("checkout-session:ord_changed")
+    );
+    reqwest::Client::new()
+        .delete(format!("{}/_sim/faults", shop.sim.base_url()))
+        .send()
+        .await
+        .unwrap();
+
+    // The shop's return URL changed in between (a new deployment): the retry carries other
+    // parameters under the same key.
+    let api = stripe_api(&shop.sim);
+    let changed = CheckoutUrls {
+        success_url: "https://shop.example/new-thanks".into(),
+        ..urls()
+    };
+    let request = payments::OrderRequest {
+        order_id: Some("ord_changed".into()),
+        package: "thesis-40".into(),
+        customer_email: "anna@example.ch".into(),
+    };
+    let result = payments::open_checkout(
+        &shop.app.store,
+        &api,
+        &PACKAGES.parse().unwrap(),
+        &changed,
+        &request,
+    )
+    .await;
+    match result {
+        Err(payments::PaymentError::Call(CallError::IdempotencyMismatch { key, .. })) => {
+            assert_eq!(key, "checkout-session:ord_changed")
+        }
+        other => panic!("expected the idempotency error, got {other:?}"),
+    }
+
+    let log = shop.log().await;
+    assert_eq!(performed(&log, "/v1/checkout/sessions").len(), 1);
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 1);
+    assert!(log.iter().any(|e| e.outcome == "idempotency_conflict"));
+    assert!(
+        log.iter()
+            .all(|e| e.idempotency_key.as_deref() == Some("checkout-session:ord_changed")),
+        "no new key was made up"
+    );
+    let order = shop
+        .app
+        .store
+        .order(&OrderId::parse("ord_changed").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let request = &order.stripe_requests[0];
+    assert_eq!(request.status.as_str(), "failed");
+    assert_eq!(request.http_status, Some(400));
+    assert!(
+        request
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("idempotency_error")
+    );
+
+    // The failure is final: the API reports it and sends nothing more.
+    let before = shop.log().await.len();
+    let again = shop.post_order(body).await;
+    assert_eq!(again.status(), 502);
+    let error: Value = again.json().await.unwrap();
+    assert_eq!(error["error"], "stripe_rejected");
+    assert_eq!(shop.log().await.len(), before);
+}
+
+async fn a_refund_that_times_out_after_stripe_acted_is_retried_into_the_same_refund(
+    backend: Backend,
+) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_refund").await;
+    shop.arm("/v1/refunds", FaultMode::Timeout, 1, 2_000).await;
+    let refunded = shop.refund("ord_refund").await.unwrap();
+
+    let log = shop.log().await;
+    let refunds = performed(&log, "/v1/refunds");
+    assert_eq!(refunds.len(), 1, "{log:#?}");
+    assert_eq!(refunds[0].fault, Some(FaultMode::Timeout));
+    let replay = log.iter().find(|e| e.outcome == "replayed").unwrap();
+    assert_eq!(replay.object_id, refunds[0].object_id);
+    assert_eq!(refunded.refund_id, refunds[0].object_id);
+    assert_eq!(shop.objects("refunds").await.len(), 1);
+    assert_eq!(shop.ledger_rows("ord_refund", "revoke").await, 1);
+    assert_eq!(shop.credits("ord_refund").await, 0);
+    assert_eq!(refunded.order.status, "refunded");
+    let request = refunded
+        .order
+        .stripe_requests
+        .iter()
+        .find(|r| r.idempotency_key == "refund:ord_refund")
+        .unwrap();
+    assert_eq!(request.status.as_str(), "succeeded");
+    assert_eq!(request.object_id, refunds[0].object_id);
+
+    // Asking again reports the refund and sends nothing.
+    let again = shop.refund("ord_refund").await.unwrap();
+    assert!(again.already_refunded);
+    assert_eq!(shop.log().await.len(), log.len());
+    assert_eq!(
+        shop.app
+            .db
+            .count("SELECT COUNT(*) FROM audit_log WHERE action = 'refund'")
+            .await,
+        2,
+        "requested + refunded"
+    );
+}
+
+async fn two_refunds_at_the_same_moment_make_one_refund(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_double").await;
+    // Slow operations make the second request arrive while the first is in flight (409).
+    shop.latency(150).await;
+    let (a, b) = tokio::join!(shop.refund("ord_double"), shop.refund("ord_double"));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.refund_id, b.refund_id);
+    let log = shop.log().await;
+    assert_eq!(performed(&log, "/v1/refunds").len(), 1, "{log:#?}");
+    assert!(
+        log.iter()
+            .any(|e| e.outcome == "in_flight" && e.http_status == 409),
+        "the second request met the first in flight: {log:#?}"
+    );
+    assert_eq!(shop.objects("refunds").await.len(), 1);
+    assert_eq!(shop.ledger_rows("ord_double", "revoke").await, 1);
+    assert_eq!(shop.credits("ord_double").await, 0);
+    assert!(
+        [a.revoked_now, b.revoked_now]
+            .iter()
+            .filter(|r| **r)
+            .count()
+            <= 1,
+        "one revoke at most"
+    );
+}
+
+async fn a_refund_and_its_charge_refunded_event_revoke_once(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_evt").await;
+    shop.refund("ord_evt").await.unwrap();
+    let event = json!({
+        "id": "evt_refunded_ord_evt",
+        "object": "event",
+        "type": "charge.refunded",
+        "created": now_ms() / 1000,
+        "livemode": false,
+        "data": { "object": {
+            "id": "ch_ord_evt",
+            "object": "charge",
+            "payment_intent": "pi_ord_evt",
+            "refunded": true,
+        }},
+    });
+    assert_eq!(
+        shop.app
+            .deliver(&serde_json::to_vec(&event).unwrap())
+            .await
+            .status(),
+        200
+    );
+    let worker = Worker::new(shop.app.store.clone(), "w", WorkerConfig::default());
+    while !worker.run_once().await.unwrap().is_empty() {}
+    assert_eq!(
+        shop.app
+            .db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
+            .await,
+        2
+    );
+    assert_eq!(shop.ledger_rows("ord_evt", "revoke").await, 1);
+    assert_eq!(shop.credits("ord_evt").await, 0);
+    let order = shop
+        .app
+        .store
+        .order(&OrderId::parse("ord_evt").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let revoke = order.ledger.iter().find(|e| e.kind == "revoke").unwrap();
+    assert_eq!(revoke.event_id, None);
+    assert_eq!(revoke.idempotency_key.as_deref(), Some("refund:ord_evt"));
+
+    // The customer's balance through the API.
+    let balance: Value = shop
+        .get_api("/api/customers/Anna@example.ch/balance")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(balance["balance"], 0);
+    assert_eq!(balance["orders"], 1);
+}
+
+async fn bad_order_requests_get_clear_errors_and_create_nothing(backend: Backend) {
+    let shop = shop(backend).await;
+    for (body, status, code) in [
+        (
+            json!({ "package": "nope", "customer_email": "a@example.ch" }),
+            422,
+            "invalid_order",
+        ),
+        (
+            json!({ "package": "thesis-40", "customer_email": "not-an-email" }),
+            422,
+            "invalid_order",
+        ),
+        (
+            json!({ "package": "thesis-40", "customer_email": "a@example.ch", "order_id": "a b" }),
+            422,
+            "invalid_order",
+        ),
+        (json!({ "package": "thesis-40" }), 400, "bad_request"),
+        (
+            json!({ "package": "thesis-40", "customer_email": "a@example.ch", "extra": 1 }),
+            400,
+            "bad_request",
+        ),
+    ] {
+        let response = shop.post_order(body.clone()).await;
+        assert_eq!(response.status(), status, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"], code, "{body}");
+        assert!(!error["message"].as_str().unwrap().is_empty());
+    }
+    // The same order id for another customer is refused, not overwritten.
+    let first =
+        json!({ "order_id": "ord_x", "package": "thesis-40", "customer_email": "a@example.ch" });
+    assert_eq!(shop.post_order(first).await.status(), 201);
+    let other =
+        json!({ "order_id": "ord_x", "package": "thesis-40", "customer_email": "b@example.ch" });
+    let response = shop.post_order(other).await;
+    assert_eq!(response.status(), 409);
+    assert_eq!(shop.app.db.count("SELECT COUNT(*) FROM orders").await, 1);
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 1);
+
+    // A refund of an unpaid order is refused before anything is sent.
+    let error = shop.refund("ord_x").await.unwrap_err();
+    assert!(error.to_string().contains("awaiting_payment"), "{error}");
+    assert!(performed(&shop.log().await, "/v1/refunds").is_empty());
+}
