@@ -23,6 +23,8 @@ on_both_backends!(
     two_refunds_at_the_same_moment_make_one_refund,
     a_refund_and_its_charge_refunded_event_revoke_once,
     bad_order_requests_get_clear_errors_and_create_nothing,
+    tokens_refunds_and_keys_from_the_command_line,
+    a_refund_killed_during_the_call_is_completed_by_the_next_run,
 );
 
 pub const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
@@ -158,7 +160,16 @@ impl Shop {
             }))
             .await;
         assert_eq!(created.status(), 201);
-        let order: Value = created.json().await.unwrap();
+        self.paid_order_of_existing(order_id).await;
+    }
+
+    async fn paid_order_of_existing(&self, order_id: &str) {
+        let order: Value = self
+            .get_api(&format!("/api/orders/{order_id}"))
+            .await
+            .json()
+            .await
+            .unwrap();
         let event = json!({
             "id": format!("evt_paid_{order_id}"),
             "object": "event",
@@ -216,6 +227,30 @@ impl Shop {
             "customer asked",
         )
         .await
+    }
+}
+
+impl Shop {
+    /// Runs the `claimcheck` binary against this shop's database and simulator.
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"));
+        command
+            .args(args)
+            .env("DATABASE_URL", self.app.db.url())
+            .env("STRIPE_API_KEY", "sk_test_claimcheck")
+            .env("STRIPE_API_BASE", self.sim.base_url())
+            .env("CLAIMCHECK_STRIPE_BACKOFF_MS", "50")
+            .env("RUST_LOG", "warn")
+            .env("USER", "support-sam")
+            .kill_on_drop(true);
+        command
+    }
+
+    async fn cli_json(&self, args: &[&str]) -> Value {
+        let output = self.command(args).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{args:?}: {stderr}");
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 }
 
@@ -635,4 +670,177 @@ async fn bad_order_requests_get_clear_errors_and_create_nothing(backend: Backend
     let error = shop.refund("ord_x").await.unwrap_err();
     assert!(error.to_string().contains("awaiting_payment"), "{error}");
     assert!(performed(&shop.log().await, "/v1/refunds").is_empty());
+}
+
+async fn tokens_refunds_and_keys_from_the_command_line(backend: Backend) {
+    let shop = shop(backend).await;
+    let made = shop
+        .cli_json(&["tokens", "create", "--name", "Thesis shop", "--json"])
+        .await;
+    let token = made["token"].as_str().unwrap().to_owned();
+    let listed = shop.cli_json(&["tokens", "list", "--json"]).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert!(
+        !listed.to_string().contains(&token),
+        "a listing never shows a token"
+    );
+
+    let created = shop
+        .app
+        .client
+        .post(shop.app.url("/api/orders"))
+        .bearer_auth(&token)
+        .json(&json!({ "order_id": "ord_cli", "package": "thesis-40", "customer_email": "anna@example.ch" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    shop.app
+        .store
+        .set_checkout_session(&OrderId::parse("ord_cli").unwrap(), "cs_x", None, now_ms())
+        .await
+        .unwrap();
+    // Paid through its webhook.
+    shop.paid_order_of_existing("ord_cli").await;
+
+    let refunded = shop
+        .cli_json(&[
+            "orders",
+            "refund",
+            "ord_cli",
+            "--reason",
+            "customer asked",
+            "--json",
+        ])
+        .await;
+    assert_eq!(refunded["status"], "refunded");
+    assert_eq!(refunded["credits_granted"], 0);
+    assert_eq!(refunded["revoked_now"], true);
+    let again = shop
+        .cli_json(&[
+            "orders",
+            "refund",
+            "ord_cli",
+            "--reason",
+            "clicked twice",
+            "--json",
+        ])
+        .await;
+    assert_eq!(again["already_refunded"], true);
+    assert_eq!(again["refund_id"], refunded["refund_id"]);
+
+    // Every key Stripe saw for the order is on the order, with Stripe's answer.
+    let shown = shop
+        .cli_json(&["orders", "show", "ord_cli", "--json"])
+        .await;
+    let requests = shown["stripe_requests"].as_array().unwrap();
+    let recorded: Vec<&str> = requests
+        .iter()
+        .map(|r| r["idempotency_key"].as_str().unwrap())
+        .collect();
+    for entry in shop.log().await {
+        let key = entry.idempotency_key.unwrap();
+        assert!(
+            recorded.contains(&key.as_str()),
+            "{key} not in {recorded:?}"
+        );
+    }
+    for request in requests {
+        for field in ["idempotency_key", "operation", "status", "http_status"] {
+            assert!(request.get(field).is_some(), "{field} missing in {request}");
+        }
+        assert_eq!(request["status"], "succeeded");
+        assert_eq!(request["http_status"], 200);
+    }
+    assert_eq!(
+        shop.app
+            .db
+            .count("SELECT COUNT(*) FROM audit_log WHERE actor = 'cli:support-sam' AND action = 'refund'")
+            .await,
+        2
+    );
+
+    // A refund without an API key is refused with the setting named.
+    let output = shop
+        .command(&["orders", "refund", "ord_cli", "--reason", "x"])
+        .env_remove("STRIPE_API_KEY")
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("STRIPE_API_KEY"));
+}
+
+/// The process making a refund is killed with SIGKILL after Stripe performed it but before
+/// the answer arrived. The next run sends the same key, gets the same refund back and
+/// revokes the credits once.
+async fn a_refund_killed_during_the_call_is_completed_by_the_next_run(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_crash").await;
+    shop.arm("/v1/refunds", FaultMode::Timeout, 1, 60_000).await;
+    let mut child = shop
+        .command(&[
+            "orders",
+            "refund",
+            "ord_crash",
+            "--reason",
+            "customer asked",
+        ])
+        .env("CLAIMCHECK_STRIPE_TIMEOUT_MS", "120000")
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while performed(&shop.log().await, "/v1/refunds").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refund never reached Stripe"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    child.wait().await.unwrap();
+
+    // Stripe refunded; Claimcheck only knows it asked.
+    let order = shop
+        .app
+        .store
+        .order(&OrderId::parse("ord_crash").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let refund = order
+        .stripe_requests
+        .iter()
+        .find(|r| r.idempotency_key == "refund:ord_crash")
+        .unwrap();
+    assert_eq!(refund.status.as_str(), "pending");
+    assert_eq!(refund.attempts, 1);
+    assert_eq!(order.credits_granted, 40);
+
+    let finished = shop
+        .cli_json(&[
+            "orders",
+            "refund",
+            "ord_crash",
+            "--reason",
+            "finish the refund",
+            "--json",
+        ])
+        .await;
+    let log = shop.log().await;
+    let refunds = performed(&log, "/v1/refunds");
+    assert_eq!(refunds.len(), 1, "{log:#?}");
+    assert_eq!(
+        finished["refund_id"].as_str(),
+        refunds[0].object_id.as_deref()
+    );
+    assert_eq!(finished["credits_granted"], 0);
+    assert_eq!(shop.objects("refunds").await.len(), 1);
+    assert_eq!(shop.ledger_rows("ord_crash", "revoke").await, 1);
 }
