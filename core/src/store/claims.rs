@@ -64,14 +64,12 @@ const FAIL_EXHAUSTED_STALE: &str = "\
         last_error = 'the lease expired on the last allowed attempt (worker crashed or ran out of time)' \
     WHERE status = 'processing' AND lease_expires_at <= $1 AND attempts >= $2";
 
-/// Status precedence: an order only moves forward (awaiting < failed < paid < refunded),
-/// whatever order its events are fulfilled in.
-const UPSERT_ORDER: &str = "\
-    INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, \
-                        customer_email, package, credits, status, payment_status, \
-                        created_at, updated_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
-    ON CONFLICT (order_id) DO UPDATE SET \
+/// What an order row becomes when a session event meets an existing one. Status precedence:
+/// an order only moves forward (awaiting < failed < paid < refunded), whatever order its
+/// events are fulfilled in.
+macro_rules! on_order_conflict {
+    () => {
+        "ON CONFLICT (order_id) DO UPDATE SET \
         checkout_session_id = COALESCE(orders.checkout_session_id, excluded.checkout_session_id), \
         payment_intent_id = COALESCE(orders.payment_intent_id, excluded.payment_intent_id), \
         customer_id = COALESCE(orders.customer_id, excluded.customer_id), \
@@ -85,7 +83,67 @@ const UPSERT_ORDER: &str = "\
             THEN excluded.status ELSE orders.status END, \
         payment_status = CASE WHEN orders.status IN ('paid', 'refunded') \
             THEN orders.payment_status ELSE excluded.payment_status END, \
-        updated_at = excluded.updated_at";
+        updated_at = excluded.updated_at"
+    };
+}
+
+const UPSERT_ORDER: &str = concat!(
+    "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
+    "customer_email, package, credits, status, payment_status, created_at, updated_at) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ",
+    on_order_conflict!()
+);
+
+/// A batch of distinct orders in one statement: PostgreSQL reads them from arrays.
+const UPSERT_ORDERS_POSTGRES: &str = concat!(
+    "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
+    "customer_email, package, credits, status, payment_status, created_at, updated_at) ",
+    "SELECT o, s, pi, c, e, p, cr, st, ps, $10, $10 FROM UNNEST($1::text[], $2::text[], ",
+    "$3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[]) ",
+    "AS u(o, s, pi, c, e, p, cr, st, ps) ",
+    on_order_conflict!()
+);
+
+/// SQLite reads them from a JSON array (`WHERE true` lets the parser see the upsert).
+const UPSERT_ORDERS_SQLITE: &str = concat!(
+    "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
+    "customer_email, package, credits, status, payment_status, created_at, updated_at) ",
+    "SELECT value ->> '$[0]', value ->> '$[1]', value ->> '$[2]', value ->> '$[3]', ",
+    "value ->> '$[4]', value ->> '$[5]', value ->> '$[6]', value ->> '$[7]', value ->> '$[8]', ",
+    "$2, $2 FROM json_each($1) WHERE true ",
+    on_order_conflict!()
+);
+
+/// Unlock entries for a batch of (order, event) pairs, for the orders that are paid.
+const UNLOCK_POSTGRES: &str = "\
+    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                               created_at) \
+    SELECT o.order_id, 'unlock', o.credits, o.customer_email, o.customer_id, u.event_id, $3 \
+    FROM UNNEST($1::text[], $2::text[]) AS u(order_id, event_id) \
+    JOIN orders o ON o.order_id = u.order_id WHERE o.status = 'paid' \
+    ON CONFLICT DO NOTHING";
+
+const UNLOCK_SQLITE: &str = "\
+    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                               created_at) \
+    SELECT o.order_id, 'unlock', o.credits, o.customer_email, o.customer_id, \
+           u.value ->> '$[1]', $2 \
+    FROM json_each($1) AS u JOIN orders o ON o.order_id = u.value ->> '$[0]' \
+    WHERE o.status = 'paid' \
+    ON CONFLICT DO NOTHING";
+
+const MARK_ALL_PROCESSED_POSTGRES: &str = "\
+    UPDATE processed_stripe_events \
+    SET status = 'processed', processed_at = $3, lease_owner = NULL, lease_expires_at = NULL, \
+        last_error = NULL \
+    WHERE event_id = ANY($1::text[]) AND lease_owner = $2 AND status = 'processing'";
+
+const MARK_ALL_PROCESSED_SQLITE: &str = "\
+    UPDATE processed_stripe_events \
+    SET status = 'processed', processed_at = $3, lease_owner = NULL, lease_expires_at = NULL, \
+        last_error = NULL \
+    WHERE event_id IN (SELECT value FROM json_each($1)) AND lease_owner = $2 \
+      AND status = 'processing'";
 
 /// The unlock entry, written only while the order is paid (never after a refund).
 const UNLOCK: &str = "\
@@ -318,6 +376,9 @@ impl Store {
         owner: &str,
         now: i64,
     ) -> Result<Option<Vec<Fulfilled>>, StoreError> {
+        if let Some(sessions) = distinct_sessions(batch) {
+            return self.fulfil_sessions(sessions, owner, now).await;
+        }
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut results = Vec::with_capacity(batch.len());
@@ -428,5 +489,154 @@ impl Store {
             status
         });
         Ok(status.map(|s| s == "failed"))
+    }
+}
+
+/// A batch of session plans, one per order, in order id order (so concurrent batches lock
+/// shared orders in the same order); `None` if the batch holds anything else.
+type SessionBatch<'a> = Vec<(&'a LeasedClaim, &'a OrderFacts, SessionAction)>;
+
+fn distinct_sessions<'a>(batch: &[(&'a LeasedClaim, &'a Plan)]) -> Option<SessionBatch<'a>> {
+    let mut sessions: SessionBatch<'a> = batch
+        .iter()
+        .map(|(claim, plan)| match plan {
+            Plan::Session { order, action } => Some((*claim, order, *action)),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    sessions.sort_by(|a, b| a.1.order_id.cmp(&b.1.order_id));
+    if sessions
+        .windows(2)
+        .any(|pair| pair[0].1.order_id == pair[1].1.order_id)
+    {
+        return None;
+    }
+    Some(sessions)
+}
+
+impl Store {
+    /// Fulfils a batch of session plans for distinct orders set-based: one statement upserts
+    /// every order, one writes every unlock, one marks every claim processed, all in one
+    /// transaction that commits only if `owner` still holds every lease.
+    async fn fulfil_sessions(
+        &self,
+        sessions: SessionBatch<'_>,
+        owner: &str,
+        now: i64,
+    ) -> Result<Option<Vec<Fulfilled>>, StoreError> {
+        let n = sessions.len();
+        let unlocks: Vec<(&str, &str)> = sessions
+            .iter()
+            .filter(|(_, _, action)| *action == SessionAction::Unlock)
+            .map(|(claim, order, _)| (order.order_id.as_str(), claim.event_id.as_str()))
+            .collect();
+        let event_ids: Vec<&str> = sessions
+            .iter()
+            .map(|(c, _, _)| c.event_id.as_str())
+            .collect();
+        let marked = match &self.pool {
+            Pool::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                let column = |f: fn(&OrderFacts) -> Option<&str>| -> Vec<Option<String>> {
+                    sessions
+                        .iter()
+                        .map(|(_, o, _)| f(o).map(str::to_owned))
+                        .collect()
+                };
+                sqlx::query(UPSERT_ORDERS_POSTGRES)
+                    .bind(column(|o| Some(o.order_id.as_str())))
+                    .bind(column(|o| Some(o.session_id.as_str())))
+                    .bind(column(|o| o.payment_intent.as_deref()))
+                    .bind(column(|o| o.customer_id.as_deref()))
+                    .bind(column(|o| o.customer_email.as_deref()))
+                    .bind(column(|o| o.package.as_deref()))
+                    .bind(
+                        sessions
+                            .iter()
+                            .map(|(_, o, _)| o.credits)
+                            .collect::<Vec<i64>>(),
+                    )
+                    .bind(
+                        sessions
+                            .iter()
+                            .map(|(_, _, a)| session_status(*a))
+                            .collect::<Vec<&str>>(),
+                    )
+                    .bind(column(|o| Some(o.payment_status.as_str())))
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                if !unlocks.is_empty() {
+                    let (orders, events): (Vec<&str>, Vec<&str>) = unlocks.iter().copied().unzip();
+                    sqlx::query(UNLOCK_POSTGRES)
+                        .bind(orders)
+                        .bind(events)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                crate::failpoint::hit("after-ledger").await;
+                let marked = sqlx::query(MARK_ALL_PROCESSED_POSTGRES)
+                    .bind(&event_ids)
+                    .bind(owner)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if marked as usize == n {
+                    tx.commit().await?;
+                }
+                marked
+            }
+            Pool::Sqlite(pool) => {
+                let mut tx = pool.begin_write().await?;
+                let rows: Vec<serde_json::Value> = sessions
+                    .iter()
+                    .map(|(_, o, action)| {
+                        serde_json::json!([
+                            o.order_id.as_str(),
+                            o.session_id,
+                            o.payment_intent,
+                            o.customer_id,
+                            o.customer_email,
+                            o.package,
+                            o.credits,
+                            session_status(*action),
+                            o.payment_status,
+                        ])
+                    })
+                    .collect();
+                sqlx::query(UPSERT_ORDERS_SQLITE)
+                    .bind(serde_json::Value::Array(rows).to_string())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                if !unlocks.is_empty() {
+                    sqlx::query(UNLOCK_SQLITE)
+                        .bind(serde_json::json!(unlocks).to_string())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                crate::failpoint::hit("after-ledger").await;
+                let marked = sqlx::query(MARK_ALL_PROCESSED_SQLITE)
+                    .bind(serde_json::json!(event_ids).to_string())
+                    .bind(owner)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if marked as usize == n {
+                    tx.commit().await?;
+                }
+                marked
+            }
+        };
+        // Fewer marked: a lease was lost; the transaction rolled back on drop.
+        if marked as usize == n {
+            Ok(Some(vec![Fulfilled::Processed; n]))
+        } else {
+            Ok(None)
+        }
     }
 }

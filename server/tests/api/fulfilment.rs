@@ -17,7 +17,29 @@ on_both_backends!(
     an_unmappable_event_fails_after_max_attempts_with_its_reason,
     a_lease_taken_over_cannot_complete_twice,
     a_claim_whose_worker_keeps_dying_fails_after_max_attempts,
+    a_batch_of_distinct_orders_unlocks_each_once_in_one_commit,
+    a_batch_with_one_lease_lost_writes_nothing,
 );
+
+/// A paid `checkout.session.completed` for `order`, as Stripe would send it.
+fn paid_session(order: &str, unpaid: bool) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": format!("evt_{order}"),
+        "object": "event",
+        "type": "checkout.session.completed",
+        "created": now_ms() / 1000,
+        "livemode": false,
+        "data": { "object": {
+            "id": format!("cs_{order}"),
+            "object": "checkout.session",
+            "payment_status": if unpaid { "unpaid" } else { "paid" },
+            "payment_intent": format!("pi_{order}"),
+            "customer_email": "batch@example.ch",
+            "metadata": { "order_id": order, "credits": "5" },
+        }},
+    }))
+    .unwrap()
+}
 
 fn worker(store: &Store, name: &str) -> Worker {
     worker_with_attempts(store, name, 3)
@@ -303,5 +325,99 @@ async fn a_claim_whose_worker_keeps_dying_fails_after_max_attempts(app: TestApp)
             .await,
         1
     );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 0);
+}
+
+async fn a_batch_of_distinct_orders_unlocks_each_once_in_one_commit(app: TestApp) {
+    for i in 0..40 {
+        let body = paid_session(&format!("ord_b{i:03}"), i % 10 == 0);
+        assert_eq!(app.deliver(&body).await.status(), 200);
+    }
+    let leased = app
+        .store
+        .lease_due("batcher", now_ms(), 60_000, true, 3, 40)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 40);
+    let plans: Vec<_> = leased
+        .iter()
+        .map(|c| plan(&c.event_type, &c.payload, &Packages::default()).unwrap())
+        .collect();
+    let batch: Vec<_> = leased.iter().zip(&plans).collect();
+    let results = app
+        .store
+        .fulfil_batch(&batch, "batcher", now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(results.iter().all(|r| *r == Fulfilled::Processed));
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM orders").await, 40);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
+            .await,
+        36,
+        "the four unpaid orders wait"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM orders WHERE status = 'awaiting_payment'")
+            .await,
+        4
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
+            .await,
+        40
+    );
+    // Again: nothing changes (the claims are processed, the ledger is keyed by order).
+    assert_eq!(
+        app.store
+            .fulfil_batch(&batch, "batcher", now_ms())
+            .await
+            .unwrap(),
+        None
+    );
+    let balance = app
+        .store
+        .customer("batch@example.ch")
+        .await
+        .unwrap()
+        .balance;
+    assert_eq!(balance, 36 * 5);
+}
+
+async fn a_batch_with_one_lease_lost_writes_nothing(app: TestApp) {
+    for i in 0..5 {
+        let body = paid_session(&format!("ord_l{i}"), false);
+        assert_eq!(app.deliver(&body).await.status(), 200);
+    }
+    let leased = app
+        .store
+        .lease_due("slow", now_ms(), 1, true, 3, 5)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 5);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Another worker rescues one of the five.
+    let rescued = app
+        .store
+        .lease_next("fast", now_ms(), 60_000, true, 3)
+        .await
+        .unwrap()
+        .unwrap();
+    let plans: Vec<_> = leased
+        .iter()
+        .map(|c| plan(&c.event_type, &c.payload, &Packages::default()).unwrap())
+        .collect();
+    let batch: Vec<_> = leased.iter().zip(&plans).collect();
+    let result = app
+        .store
+        .fulfil_batch(&batch, "slow", now_ms())
+        .await
+        .unwrap();
+    assert_eq!(result, None, "{rescued:?}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM orders").await, 0);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 0);
 }
