@@ -176,7 +176,7 @@ impl Worker {
     ) -> Result<Attempt, StoreError> {
         match fulfilled {
             Ok(Fulfilled::Processed) => {
-                tracing::info!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
+                tracing::debug!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
                 Ok(Attempt::Processed {
                     event_id: claim.event_id,
                 })
