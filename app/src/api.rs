@@ -1,10 +1,30 @@
 //! Data the dashboard pages show, and the server functions that fetch it.
 //!
 //! Types here cross the wire between server and browser, so they are plain serde structs;
-//! the engine's own types stay on the server.
+//! the engine's own types stay on the server. Every server function checks the session and
+//! the role on the server before it reads anything (`require`). Mutations are form posts to
+//! `/dashboard/actions/…` (see the server crate), so they work without WASM.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
+
+/// The signed-in operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    pub username: String,
+    /// viewer | support | admin
+    pub role: String,
+}
+
+impl Me {
+    pub fn can_redrive(&self) -> bool {
+        self.role == "support" || self.role == "admin"
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.role == "admin"
+    }
+}
 
 /// The overview page's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,27 +43,263 @@ pub struct StateCount {
     pub count: i64,
 }
 
+/// A claim in a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRow {
+    pub event_id: String,
+    pub event_type: String,
+    pub object_id: String,
+    pub status: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub received_at: String,
+    /// How long ago it was received, in words.
+    pub age: String,
+    pub received_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsPage {
+    pub rows: Vec<ClaimRow>,
+    /// The cursor of the next page (`received_ms:event_id`), if there is one.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRow {
+    pub outcome: String,
+    pub received_at: String,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    pub at: String,
+    pub what: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventDetail {
+    pub claim: ClaimRow,
+    pub payload: String,
+    pub deliveries: Vec<DeliveryRow>,
+    pub timeline: Vec<TimelineEntry>,
+    pub order: Option<OrderDetail>,
+    /// Whether a re-drive can take it now (pending, stale or failed).
+    pub redrivable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerRow {
+    pub kind: String,
+    pub delta: i64,
+    /// The event (or, for a refund Claimcheck made, the request) behind the entry.
+    pub source: String,
+    pub source_is_event: bool,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRow {
+    pub idempotency_key: String,
+    pub operation: String,
+    pub status: String,
+    pub http_status: Option<i64>,
+    pub attempts: i64,
+    pub object_id: Option<String>,
+    pub error: Option<String>,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderDetail {
+    pub order_id: String,
+    pub status: String,
+    pub payment_status: String,
+    pub package: Option<String>,
+    pub customer_email: Option<String>,
+    pub credits: i64,
+    pub credits_granted: i64,
+    pub payment_intent_id: Option<String>,
+    pub checkout_session_id: Option<String>,
+    pub created_at: String,
+    pub ledger: Vec<LedgerRow>,
+    pub requests: Vec<KeyRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderSearch {
+    pub orders: Vec<OrderDetail>,
+    /// The balance of the customer, when the term was an email with orders.
+    pub balance: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: String,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub reason: String,
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorRow {
+    pub username: String,
+    pub role: String,
+    pub created_at: String,
+    pub disabled: bool,
+}
+
+#[cfg(feature = "ssr")]
+mod server {
+    use claimcheck_core::auth::{Role, SignedIn};
+    use claimcheck_core::{ClaimView, OrderView, Store, StoreError, now_ms};
+    use leptos::prelude::*;
+
+    use super::{ClaimRow, KeyRow, LedgerRow, OrderDetail};
+
+    fn status(code: http::StatusCode) {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(code);
+        }
+    }
+
+    /// The store and the operator, if signed in with at least `needed`; otherwise an error
+    /// (401 or 403) that says what to do.
+    pub async fn require(needed: Role) -> Result<(Store, SignedIn), ServerFnError> {
+        let parts: http::request::Parts = leptos_axum::extract().await?;
+        let store = use_context::<Store>()
+            .ok_or_else(|| ServerFnError::new("The dashboard is not connected to a database."))?;
+        match parts.extensions.get::<SignedIn>() {
+            None => {
+                status(http::StatusCode::UNAUTHORIZED);
+                Err(ServerFnError::new("Sign in to continue."))
+            }
+            Some(operator) if !operator.role.allows(needed) => {
+                status(http::StatusCode::FORBIDDEN);
+                Err(ServerFnError::new(format!(
+                    "This needs the {needed} role; you are {}.",
+                    operator.role
+                )))
+            }
+            Some(operator) => Ok((store, operator.clone())),
+        }
+    }
+
+    pub fn unavailable(error: StoreError) -> ServerFnError {
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "dashboard: storage"
+        );
+        status(http::StatusCode::SERVICE_UNAVAILABLE);
+        ServerFnError::new("The database is unavailable. Try again in a moment.")
+    }
+
+    pub fn not_found(what: String) -> ServerFnError {
+        status(http::StatusCode::NOT_FOUND);
+        ServerFnError::new(what)
+    }
+
+    pub fn time(ms: i64) -> String {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+            .unwrap_or_default()
+    }
+
+    pub fn age(ms: i64) -> String {
+        let secs = ((now_ms() - ms) / 1000).max(0);
+        match secs {
+            0..60 => format!("{secs} s"),
+            60..3600 => format!("{} min", secs / 60),
+            3600..86_400 => format!("{} h", secs / 3600),
+            _ => format!("{} d", secs / 86_400),
+        }
+    }
+
+    pub fn claim_row(c: ClaimView) -> ClaimRow {
+        ClaimRow {
+            age: age(c.received_at),
+            received_at: time(c.received_at),
+            received_ms: c.received_at,
+            event_id: c.event_id,
+            event_type: c.event_type,
+            object_id: c.object_id,
+            status: c.status,
+            attempts: c.attempts,
+            last_error: c.last_error,
+        }
+    }
+
+    pub fn order_detail(o: OrderView) -> OrderDetail {
+        OrderDetail {
+            ledger: o
+                .ledger
+                .into_iter()
+                .map(|e| LedgerRow {
+                    kind: e.kind,
+                    delta: e.delta,
+                    source_is_event: e.event_id.is_some(),
+                    source: e.event_id.or(e.idempotency_key).unwrap_or_default(),
+                    at: time(e.created_at),
+                })
+                .collect(),
+            requests: o
+                .stripe_requests
+                .into_iter()
+                .map(|r| KeyRow {
+                    idempotency_key: r.idempotency_key,
+                    operation: r.operation,
+                    status: r.status.as_str().to_owned(),
+                    http_status: r.http_status,
+                    attempts: r.attempts,
+                    object_id: r.object_id,
+                    error: r.error,
+                    at: time(r.updated_at),
+                })
+                .collect(),
+            created_at: time(o.created_at),
+            order_id: o.order_id,
+            status: o.status,
+            payment_status: o.payment_status,
+            package: o.package,
+            customer_email: o.customer_email,
+            credits: o.credits,
+            credits_granted: o.credits_granted,
+            payment_intent_id: o.payment_intent_id,
+            checkout_session_id: o.checkout_session_id,
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+use claimcheck_core::auth::Role;
+
+/// Who is signed in.
+#[server(prefix = "/dashboard/fn", endpoint = "me")]
+pub async fn get_me() -> Result<Me, ServerFnError> {
+    let (_, operator) = server::require(Role::Viewer).await?;
+    Ok(Me {
+        username: operator.username,
+        role: operator.role.as_str().to_owned(),
+    })
+}
+
 /// Claims per state and when they were counted.
 #[server(prefix = "/dashboard/fn", endpoint = "overview")]
 pub async fn get_overview() -> Result<Overview, ServerFnError> {
-    use claimcheck_core::{ClaimState, Store, now_ms};
+    use claimcheck_core::{ClaimState, now_ms};
 
-    let store = use_context::<Store>()
-        .ok_or_else(|| ServerFnError::new("The dashboard is not connected to a database."))?;
+    let (store, _) = server::require(Role::Viewer).await?;
     let now = now_ms();
-    let counts = store.claim_counts(now).await.map_err(|error| {
-        tracing::error!(
-            error = &error as &dyn std::error::Error,
-            "overview: reading claim counts failed"
-        );
-        ServerFnError::new("The database is unavailable. Try again in a moment.")
-    })?;
-    let checked_at = chrono::DateTime::from_timestamp_millis(now)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
-        .unwrap_or_default();
+    let counts = store.claim_counts(now).await.map_err(server::unavailable)?;
     Ok(Overview {
         backend: store.backend().as_str().to_owned(),
-        checked_at,
+        checked_at: chrono::DateTime::from_timestamp_millis(now)
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+            .unwrap_or_default(),
         claims: ClaimState::ALL
             .into_iter()
             .map(|state| StateCount {
@@ -52,4 +308,240 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
             })
             .collect(),
     })
+}
+
+/// Events (claims), newest first, filtered and searched, 50 per page.
+#[server(prefix = "/dashboard/fn", endpoint = "events")]
+pub async fn list_events(
+    status: String,
+    event_type: String,
+    search: String,
+    from: String,
+    to: String,
+    after: String,
+) -> Result<EventsPage, ServerFnError> {
+    use claimcheck_core::{ClaimState, EventFilter, now_ms};
+
+    const PAGE: i64 = 50;
+    let (store, _) = server::require(Role::Viewer).await?;
+    let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    let day = |s: &str, end: bool| -> Result<Option<i64>, ServerFnError> {
+        if s.trim().is_empty() {
+            return Ok(None);
+        }
+        let date = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+            .map_err(|_| ServerFnError::new(format!("'{s}' is not a date (YYYY-MM-DD).")))?;
+        let date = if end {
+            date.succ_opt().unwrap_or(date)
+        } else {
+            date
+        };
+        Ok(date
+            .and_hms_opt(0, 0, 0)
+            .map(|t| t.and_utc().timestamp_millis()))
+    };
+    let state = match nonempty(status) {
+        None => None,
+        Some(s) => Some(s.parse::<ClaimState>().map_err(ServerFnError::new)?),
+    };
+    let filter = EventFilter {
+        state,
+        event_type: nonempty(event_type),
+        from: day(&from, false)?,
+        to: day(&to, true)?,
+        search: nonempty(search),
+    };
+    let after = after
+        .split_once(':')
+        .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())));
+    let mut rows = store
+        .list_events(&filter, after, now_ms(), PAGE + 1)
+        .await
+        .map_err(server::unavailable)?;
+    let more = rows.len() as i64 > PAGE;
+    rows.truncate(PAGE as usize);
+    let next = more
+        .then(|| {
+            rows.last()
+                .map(|r| format!("{}:{}", r.received_at, r.event_id))
+        })
+        .flatten();
+    Ok(EventsPage {
+        rows: rows.into_iter().map(server::claim_row).collect(),
+        next,
+    })
+}
+
+/// One event: its claim, payload, deliveries, timeline and the order it touched.
+#[server(prefix = "/dashboard/fn", endpoint = "event")]
+pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
+    use claimcheck_core::fulfilment::{Packages, Plan, plan};
+    use claimcheck_core::{EventId, now_ms};
+
+    let (store, _) = server::require(Role::Viewer).await?;
+    let id = EventId::parse(event_id.trim()).map_err(|e| server::not_found(e.to_string()))?;
+    let now = now_ms();
+    let claim = store
+        .claim(&id, now)
+        .await
+        .map_err(server::unavailable)?
+        .ok_or_else(|| server::not_found(format!("No event {id} was claimed.")))?;
+    let payload = store
+        .claim_payload(&id)
+        .await
+        .map_err(server::unavailable)?
+        .unwrap_or_default();
+    let pretty = serde_json::from_str::<serde_json::Value>(&payload)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or(payload.clone());
+    let deliveries = store
+        .deliveries(&id)
+        .await
+        .map_err(server::unavailable)?
+        .into_iter()
+        .map(|d| DeliveryRow {
+            outcome: d.outcome,
+            received_at: server::time(d.received_at),
+            detail: d
+                .detail
+                .or(d.duplicate_of.map(|o| format!("claimed by {o}"))),
+        })
+        .collect();
+    let order = match plan(&claim.event_type, &payload, &Packages::default()) {
+        Ok(Plan::Session { order, .. }) => store.order(&order.order_id).await,
+        Ok(Plan::Refund { payment_intent }) => store.order_by_payment_intent(&payment_intent).await,
+        _ => Ok(None),
+    }
+    .map_err(server::unavailable)?
+    .map(server::order_detail);
+    let audit = store
+        .audit_log(None, 200)
+        .await
+        .map_err(server::unavailable)?
+        .into_iter()
+        .filter(|a| a.target == claim.event_id);
+    let mut timeline = vec![TimelineEntry {
+        at: server::time(claim.received_at),
+        what: "claimed (first delivery)".into(),
+    }];
+    for entry in audit {
+        timeline.push(TimelineEntry {
+            at: server::time(entry.at),
+            what: format!(
+                "{} by {} ({}): {}",
+                entry.action, entry.actor, entry.reason, entry.outcome
+            ),
+        });
+    }
+    if let Some(owner) = &claim.lease_owner {
+        let until = claim.lease_expires_at.map(server::time).unwrap_or_default();
+        timeline.push(TimelineEntry {
+            at: until.clone(),
+            what: format!("leased by {owner} until {until}"),
+        });
+    }
+    if claim.attempts > 0 {
+        timeline.push(TimelineEntry {
+            at: String::new(),
+            what: format!(
+                "{} attempt(s){}",
+                claim.attempts,
+                claim
+                    .last_error
+                    .as_deref()
+                    .map(|e| format!("; last error: {e}"))
+                    .unwrap_or_default()
+            ),
+        });
+    }
+    if let Some(at) = claim.processed_at {
+        timeline.push(TimelineEntry {
+            at: server::time(at),
+            what: "processed".into(),
+        });
+    }
+    let redrivable = matches!(claim.status.as_str(), "pending" | "stale" | "failed");
+    Ok(EventDetail {
+        claim: server::claim_row(claim),
+        payload: pretty,
+        deliveries,
+        timeline,
+        order,
+        redrivable,
+    })
+}
+
+/// Orders by id, customer email or id, session or payment intent.
+#[server(prefix = "/dashboard/fn", endpoint = "orders")]
+pub async fn search_orders(term: String) -> Result<OrderSearch, ServerFnError> {
+    let (store, _) = server::require(Role::Viewer).await?;
+    let term = term.trim().to_owned();
+    if term.is_empty() {
+        return Ok(OrderSearch {
+            orders: Vec::new(),
+            balance: None,
+        });
+    }
+    let orders: Vec<OrderDetail> = store
+        .find_orders(&term, 100)
+        .await
+        .map_err(server::unavailable)?
+        .into_iter()
+        .map(server::order_detail)
+        .collect();
+    let balance = (term.contains('@') && !orders.is_empty())
+        .then(|| orders.iter().map(|o| o.credits_granted).sum());
+    Ok(OrderSearch { orders, balance })
+}
+
+#[server(prefix = "/dashboard/fn", endpoint = "order")]
+pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
+    use claimcheck_core::OrderId;
+
+    let (store, _) = server::require(Role::Viewer).await?;
+    let id = OrderId::parse(order_id.trim()).map_err(|e| server::not_found(e.to_string()))?;
+    store
+        .order(&id)
+        .await
+        .map_err(server::unavailable)?
+        .map(server::order_detail)
+        .ok_or_else(|| server::not_found(format!("No order {id}.")))
+}
+
+/// The audit log, newest first, 100 per page before the entry id `before`.
+#[server(prefix = "/dashboard/fn", endpoint = "audit")]
+pub async fn get_audit(before: Option<i64>) -> Result<Vec<AuditRow>, ServerFnError> {
+    let (store, _) = server::require(Role::Viewer).await?;
+    let entries = store
+        .audit_log(before, 100)
+        .await
+        .map_err(server::unavailable)?;
+    Ok(entries
+        .into_iter()
+        .map(|a| AuditRow {
+            id: a.id,
+            at: server::time(a.at),
+            actor: a.actor,
+            action: a.action,
+            target: a.target,
+            reason: a.reason,
+            outcome: a.outcome,
+        })
+        .collect())
+}
+
+/// Operators (admins only).
+#[server(prefix = "/dashboard/fn", endpoint = "operators")]
+pub async fn list_operators() -> Result<Vec<OperatorRow>, ServerFnError> {
+    let (store, _) = server::require(Role::Admin).await?;
+    let operators = store.operators().await.map_err(server::unavailable)?;
+    Ok(operators
+        .into_iter()
+        .map(|o| OperatorRow {
+            username: o.username,
+            role: o.role.as_str().to_owned(),
+            created_at: server::time(o.created_at),
+            disabled: o.disabled_at.is_some(),
+        })
+        .collect())
 }

@@ -1,6 +1,7 @@
 //! Small pieces shared by the pages.
 
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 
 /// A server function's error as one sentence for the operator, without the framework's
 /// prefix.
@@ -16,4 +17,47 @@ pub fn error_message(error: &ServerFnError) -> String {
 #[component]
 pub fn ErrorNotice(message: String) -> impl IntoView {
     view! { <p class="notice notice-error" role="alert">{message}</p> }
+}
+
+/// The outcome of the last action, carried back in the query (`?notice=…` / `?error=…`).
+#[component]
+pub fn ActionNotices() -> impl IntoView {
+    let query = use_query_map();
+    view! {
+        {move || {
+            query
+                .read()
+                .get("notice")
+                .map(|text| view! { <p class="notice notice-ok" role="status">{text}</p> })
+        }}
+        {move || query.read().get("error").map(|text| view! { <ErrorNotice message=text/> })}
+    }
+}
+
+/// A claim state as a coloured label.
+#[component]
+pub fn StateBadge(state: String) -> impl IntoView {
+    let class = format!("badge state-{state}");
+    view! { <span class=class>{state}</span> }
+}
+
+/// Shows `resource`'s value with `view`, its error as a notice, and a line while loading.
+#[component]
+pub fn Loaded<T, V>(resource: Resource<Result<T, ServerFnError>>, view: fn(T) -> V) -> impl IntoView
+where
+    T: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static,
+    V: IntoView + 'static,
+{
+    view! {
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || {
+                resource
+                    .get()
+                    .map(|result| match result {
+                        Ok(value) => view(value).into_any(),
+                        Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
+                    })
+            }}
+        </Transition>
+    }
 }

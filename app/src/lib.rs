@@ -8,10 +8,15 @@ mod pages;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
-use leptos_router::StaticSegment;
 use leptos_router::components::{A, Route, Router, Routes};
+use leptos_router::hooks::use_location;
+use leptos_router::path;
 
-use crate::pages::{NotFound, OverviewPage};
+use crate::api::get_me;
+use crate::pages::{
+    AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
+    OrdersPage, OverviewPage, RedrivePage, RefundPage,
+};
 
 /// The document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -46,18 +51,72 @@ pub fn App() -> impl IntoView {
         <Stylesheet id="leptos" href="/pkg/claimcheck.css"/>
         <Title formatter=|page: String| format!("{page} · Claimcheck")/>
         <Router>
-            <header class="topbar">
-                <A href="/" attr:class="brand">"Claimcheck"</A>
-                <nav aria-label="Main">
-                    <A href="/">"Overview"</A>
-                </nav>
-            </header>
+            <TopBar/>
             <main id="main" data-hydrated=move || hydrated.get().to_string()>
                 <Routes fallback=NotFound>
-                    <Route path=StaticSegment("") view=OverviewPage/>
+                    <Route path=path!("") view=OverviewPage/>
+                    <Route path=path!("/login") view=LoginPage/>
+                    <Route path=path!("/claims") view=ClaimsPage/>
+                    <Route path=path!("/events") view=EventsPage/>
+                    <Route path=path!("/events/:id") view=EventPage/>
+                    <Route path=path!("/events/:id/redrive") view=RedrivePage/>
+                    <Route path=path!("/orders") view=OrdersPage/>
+                    <Route path=path!("/orders/:id") view=OrderPage/>
+                    <Route path=path!("/orders/:id/refund") view=RefundPage/>
+                    <Route path=path!("/audit") view=AuditPage/>
+                    <Route path=path!("/operators") view=OperatorsPage/>
                 </Routes>
             </main>
         </Router>
+    }
+}
+
+/// The navigation and, once signed in, who is signed in and the sign-out button.
+#[component]
+fn TopBar() -> impl IntoView {
+    let on_login = use_location().pathname.get_untracked() == "/login";
+    view! {
+        <header class="topbar">
+            <A href="/" attr:class="brand">"Claimcheck"</A>
+            {(!on_login).then(|| {
+                let me = Resource::new(|| (), |_| get_me());
+                view! {
+                    <nav aria-label="Main">
+                        <A href="/">"Overview"</A>
+                        <A href="/claims">"Claims"</A>
+                        <A href="/events">"Events"</A>
+                        <A href="/orders">"Orders"</A>
+                        <A href="/audit">"Audit log"</A>
+                        <Transition fallback=|| ()>
+                            {move || {
+                                me.get()
+                                    .and_then(Result::ok)
+                                    .filter(|me| me.is_admin())
+                                    .map(|_| view! { <A href="/operators">"Operators"</A> })
+                            }}
+                        </Transition>
+                    </nav>
+                    <div class="who">
+                        <Transition fallback=|| ()>
+                            {move || {
+                                me.get()
+                                    .and_then(Result::ok)
+                                    .map(|me| {
+                                        view! {
+                                            <span data-testid="signed-in-as">
+                                                {me.username} " (" {me.role} ")"
+                                            </span>
+                                        }
+                                    })
+                            }}
+                        </Transition>
+                        <form method="post" action="/logout" class="inline">
+                            <button type="submit" class="link-button">"Sign out"</button>
+                        </form>
+                    </div>
+                }
+            })}
+        </header>
     }
 }
 

@@ -1,7 +1,19 @@
 //! One module per page.
 
+mod audit;
+mod claims;
+mod events;
+mod login;
 mod not_found;
+mod operators;
+mod orders;
 mod overview;
 
+pub use audit::AuditPage;
+pub use claims::ClaimsPage;
+pub use events::{EventPage, EventsPage, RedrivePage};
+pub use login::LoginPage;
 pub use not_found::NotFound;
+pub use operators::OperatorsPage;
+pub use orders::{OrderPage, OrdersPage, RefundPage};
 pub use overview::OverviewPage;

@@ -2,6 +2,7 @@
 //! and CLI need. Nothing here knows about HTTP frameworks or the UI.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 mod claim;
 mod clock;
 mod database_url;
@@ -22,8 +23,8 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 pub use ids::{EventId, IdError, ObjectId, OrderId};
 pub use store::{
-    BatchWriter, ClaimOutcome, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView,
-    Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder, OrderCreation, OrderView,
-    RequestOutcome, RequestStatus, Store, StoreOptions, StripeRequestView, TokenView, WriteOp,
-    WriteResult,
+    AuditEntry, BatchWriter, ClaimOutcome, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT,
+    DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder,
+    OperatorCredentials, OperatorView, OrderCreation, OrderView, RequestOutcome, RequestStatus,
+    Store, StoreOptions, StripeRequestView, TokenView, WriteOp, WriteResult,
 };

@@ -33,6 +33,7 @@ macro_rules! on_pool {
 mod batch_writer;
 mod claims;
 mod deliveries;
+mod operators;
 mod outgoing;
 mod tokens;
 mod views;
@@ -40,9 +41,10 @@ mod views;
 pub use batch_writer::BatchWriter;
 pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
+pub use operators::{AuditEntry, OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
 pub use tokens::TokenView;
-pub use views::{ClaimView, CustomerView, DeliveryView, LedgerEntryView, OrderView};
+pub use views::{ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryView, OrderView};
 
 #[derive(Clone)]
 enum Pool {

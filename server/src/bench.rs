@@ -365,6 +365,7 @@ impl LocalServer {
             workers: args.workers,
             stripe: None,
             checkout_urls: None,
+            dashboard: Default::default(),
         };
         let app = Application::build(config).await?;
         let addr = app.local_addr();

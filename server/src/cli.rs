@@ -14,7 +14,7 @@ use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::ServerError;
-use crate::startup::{ServeConfig, WebhookConfig};
+use crate::startup::{DashboardConfig, ServeConfig, WebhookConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +45,11 @@ pub enum Command {
     Orders {
         #[command(subcommand)]
         command: crate::commands::OrdersCommand,
+    },
+    /// Manage dashboard operators (viewer, support, admin).
+    Operator {
+        #[command(subcommand)]
+        command: crate::commands::OperatorCommand,
     },
     /// Make, list and revoke API tokens for the order API.
     Tokens {
@@ -169,6 +174,33 @@ pub struct ServeArgs {
         value_name = "CLAIMCHECK_CHECKOUT_CANCEL_URL"
     )]
     pub checkout_cancel_url: Option<String>,
+    /// A dashboard session ends after this many minutes without a request.
+    #[arg(
+        long = "session-idle-minutes",
+        env = "CLAIMCHECK_SESSION_IDLE_MINUTES",
+        value_name = "CLAIMCHECK_SESSION_IDLE_MINUTES",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub session_idle_minutes: u64,
+    /// A dashboard session ends this many hours after sign-in.
+    #[arg(
+        long = "session-absolute-hours",
+        env = "CLAIMCHECK_SESSION_ABSOLUTE_HOURS",
+        value_name = "CLAIMCHECK_SESSION_ABSOLUTE_HOURS",
+        default_value_t = 12,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub session_absolute_hours: u64,
+    /// Mark the session cookie Secure (HTTPS only). Default: yes, unless the server is bound
+    /// to a loopback address (plain HTTP on this machine).
+    #[arg(
+        long = "secure-cookie",
+        env = "CLAIMCHECK_SECURE_COOKIE",
+        value_name = "CLAIMCHECK_SECURE_COOKIE",
+        action = clap::ArgAction::Set
+    )]
+    pub secure_cookie: Option<bool>,
 }
 
 /// The outgoing Stripe client: shared by `serve` and `orders refund`.
@@ -353,6 +385,11 @@ impl ServeArgs {
             worker: self.worker.config(),
             workers: self.worker.workers,
             stripe: self.stripe.api()?,
+            dashboard: DashboardConfig {
+                idle_timeout: Duration::from_secs(self.session_idle_minutes * 60),
+                absolute_timeout: Duration::from_secs(self.session_absolute_hours * 3600),
+                secure_cookie: self.secure_cookie,
+            },
             checkout_urls: match (self.checkout_success_url, self.checkout_cancel_url) {
                 (Some(success_url), Some(cancel_url)) => Some(CheckoutUrls {
                     success_url,

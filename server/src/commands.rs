@@ -2,6 +2,7 @@
 //! server (DATABASE_URL) and print a table, or JSON with `--json` (field names are a contract
 //! for scripts and monitoring: fields may be added, never renamed).
 
+use claimcheck_core::auth::{Role, hash_password};
 use claimcheck_core::payments;
 use claimcheck_core::token::{NewToken, token_hash};
 use claimcheck_core::worker::{Attempt, Worker};
@@ -81,6 +82,52 @@ pub enum OrdersCommand {
         #[command(flatten)]
         stripe: StripeArgs,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Add a dashboard operator. The password is read from stdin (one line) or, with
+    /// --generate-password, made up and printed once.
+    Add {
+        #[arg(long)]
+        username: String,
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// Make up a strong password and print it, instead of reading one from stdin.
+        #[arg(long)]
+        generate_password: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Operators and their roles.
+    List {
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Stop an operator from signing in (their sessions end at their next request).
+    Disable {
+        username: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Let a disabled operator sign in again.
+    Enable {
+        username: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Remove an operator.
+    Remove {
+        username: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+fn parse_role(value: &str) -> Result<Role, String> {
+    value.parse()
 }
 
 #[derive(Debug, Subcommand)]
@@ -586,5 +633,135 @@ pub async fn customers(command: CustomersCommand) -> Result<(), ServerError> {
         view.balance,
         table(&["ORDER", "STATUS", "CREDITS", "CREATED"], &rows)
     ));
+    Ok(())
+}
+
+pub async fn operator(command: OperatorCommand) -> Result<(), ServerError> {
+    match command {
+        OperatorCommand::Add {
+            username,
+            role,
+            generate_password,
+            database,
+        } => {
+            let username = username.trim().to_owned();
+            if username.is_empty() || username.len() > 64 || username.contains(char::is_whitespace)
+            {
+                return Err(ServerError::Command(
+                    "--username is 1 to 64 characters without spaces".into(),
+                ));
+            }
+            let password = if generate_password {
+                claimcheck_core::token::random_id("pw")
+                    .map_err(|e| ServerError::Command(e.to_string()))?
+            } else {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .map_err(|e| ServerError::Command(format!("cannot read the password: {e}")))?;
+                line.trim_end_matches(['\r', '\n']).to_owned()
+            };
+            let hash = tokio::task::spawn_blocking(move || {
+                hash_password(&password).map(|h| (h, password))
+            })
+            .await
+            .map_err(|e| ServerError::Command(e.to_string()))?
+            .map_err(|e| ServerError::Command(e.to_string()))?;
+            let store = open(&database).await?;
+            if !store
+                .add_operator(&username, &hash.0, role, now_ms())
+                .await
+                .map_err(database.error())?
+            {
+                return Err(ServerError::Command(format!(
+                    "operator {username} exists already"
+                )));
+            }
+            store
+                .record_audit(
+                    now_ms(),
+                    &cli_actor(),
+                    "operator_add",
+                    &username,
+                    &format!("role {role}"),
+                    "done",
+                )
+                .await
+                .map_err(database.error())?;
+            if generate_password {
+                print(&format!(
+                    "{}\n\nOperator {username} ({role}) added; the password above is shown only now.",
+                    hash.1
+                ));
+            } else {
+                print(&format!("Operator {username} ({role}) added."));
+            }
+            Ok(())
+        }
+        OperatorCommand::List { output, database } => {
+            let store = open(&database).await?;
+            let operators = store.operators().await.map_err(database.error())?;
+            if output.json {
+                return print_json(&operators);
+            }
+            let rows: Vec<Vec<String>> = operators
+                .iter()
+                .map(|o| {
+                    vec![
+                        o.username.clone(),
+                        o.role.to_string(),
+                        time(Some(o.created_at)),
+                        if o.disabled_at.is_some() {
+                            "disabled"
+                        } else {
+                            "active"
+                        }
+                        .to_owned(),
+                    ]
+                })
+                .collect();
+            print(&table(&["USERNAME", "ROLE", "CREATED", "STATE"], &rows));
+            Ok(())
+        }
+        OperatorCommand::Disable { username, database } => {
+            change_access(&username, &database, "disable").await
+        }
+        OperatorCommand::Enable { username, database } => {
+            change_access(&username, &database, "enable").await
+        }
+        OperatorCommand::Remove { username, database } => {
+            change_access(&username, &database, "remove").await
+        }
+    }
+}
+
+async fn change_access(
+    username: &str,
+    database: &DatabaseArgs,
+    action: &str,
+) -> Result<(), ServerError> {
+    let store = open(database).await?;
+    let username = username.trim();
+    let done = match action {
+        "disable" => store.set_operator_disabled(username, true, now_ms()).await,
+        "enable" => store.set_operator_disabled(username, false, now_ms()).await,
+        _ => store.remove_operator(username).await,
+    }
+    .map_err(database.error())?;
+    if !done {
+        return Err(ServerError::Command(format!("no operator {username}")));
+    }
+    store
+        .record_audit(
+            now_ms(),
+            &cli_actor(),
+            &format!("operator_{action}"),
+            username,
+            "",
+            "done",
+        )
+        .await
+        .map_err(database.error())?;
+    print(&format!("Operator {username}: {action}d."));
     Ok(())
 }

@@ -8,10 +8,11 @@ pub mod commands;
 pub mod error;
 pub mod metrics;
 mod routes;
+pub mod sessions;
 pub mod shutdown;
 pub mod startup;
 pub mod stripe_sim;
 pub mod telemetry;
 
 pub use error::ServerError;
-pub use startup::{Application, ServeConfig, WebhookConfig};
+pub use startup::{Application, DashboardConfig, ServeConfig, WebhookConfig};

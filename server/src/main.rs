@@ -36,6 +36,7 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::Orders { command } => commands::orders(command).await,
         Command::Customers { command } => commands::customers(command).await,
         Command::Tokens { command } => commands::tokens(command).await,
+        Command::Operator { command } => commands::operator(command).await,
         Command::StripeSim { bind } => {
             let sim = claimcheck_server::stripe_sim::StripeSim::start(bind).await?;
             tracing::info!("Stripe simulator at {}", sim.base_url());

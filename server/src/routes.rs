@@ -1,6 +1,8 @@
 //! The HTTP surface: one module per area, each with its own `router()`.
 
+mod actions;
 mod api;
+mod auth;
 mod dashboard;
 mod health;
 mod webhook;
@@ -8,7 +10,13 @@ mod webhook;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::extract::FromRef;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+use crate::sessions::DbSessionStore;
 use claimcheck_core::Store;
 use leptos::config::LeptosOptions;
 
@@ -25,6 +33,8 @@ pub(crate) struct AppState {
     pub leptos_options: LeptosOptions,
     pub webhook: WebhookState,
     pub api: ApiState,
+    pub auth: Arc<auth::AuthState>,
+    pub worker: Arc<claimcheck_core::worker::WorkerConfig>,
 }
 
 pub(crate) fn router(
@@ -56,11 +66,46 @@ pub(crate) fn router(
             checkout_urls: config.checkout_urls.clone(),
             packages: Arc::new(config.worker.packages.clone()),
         },
+        auth: Arc::new(auth::AuthState {
+            throttle: auth::LoginThrottle::new(Duration::from_secs(15 * 60), 5, 30),
+            policy: auth::SessionPolicy {
+                idle: config.dashboard.idle_timeout,
+                absolute: config.dashboard.absolute_timeout,
+                secure: config
+                    .dashboard
+                    .secure_cookie
+                    .unwrap_or(!local_addr.ip().is_loopback()),
+            },
+        }),
+        worker: Arc::new(config.worker.clone()),
     };
+    // Everything an operator uses sits behind the session layer and the guard; the webhook,
+    // the order API, health and metrics do not (their callers are Stripe, the shop and
+    // monitoring).
+    let policy = state.auth.policy;
+    let sessions = SessionManagerLayer::new(DbSessionStore::new(state.store.clone()))
+        .with_name("claimcheck_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Strict)
+        .with_secure(policy.secure)
+        .with_path("/")
+        .with_expiry(Expiry::OnInactivity(
+            time::Duration::try_from(policy.idle).unwrap_or(time::Duration::minutes(30)),
+        ));
+    let operator_routes = axum::Router::new()
+        .route("/login", axum::routing::post(auth::login))
+        .route("/logout", axum::routing::post(auth::logout))
+        .merge(actions::router())
+        .merge(dashboard::router(&state))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
+        ))
+        .layer(sessions);
     axum::Router::new()
         .merge(webhook::router(config.webhook.max_body_bytes))
         .merge(api::router())
         .merge(health::router())
-        .merge(dashboard::router(&state))
+        .merge(operator_routes)
         .with_state(state)
 }

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
 use claimcheck_core::worker::{Worker, WorkerConfig};
@@ -33,6 +34,29 @@ pub struct ServeConfig {
     pub stripe: Option<StripeApi>,
     /// Where Checkout returns customers; `None`: the order API is not configured.
     pub checkout_urls: Option<CheckoutUrls>,
+    pub dashboard: DashboardConfig,
+}
+
+/// Operator sessions on the dashboard.
+#[derive(Debug, Clone)]
+pub struct DashboardConfig {
+    /// A session ends after this long without a request.
+    pub idle_timeout: Duration,
+    /// A session ends this long after sign-in, however busy.
+    pub absolute_timeout: Duration,
+    /// `Secure` session cookie; `None`: secure unless bound to a loopback address (plain
+    /// HTTP on this machine only).
+    pub secure_cookie: Option<bool>,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            idle_timeout: Duration::from_secs(30 * 60),
+            absolute_timeout: Duration::from_secs(12 * 3600),
+            secure_cookie: None,
+        }
+    }
 }
 
 /// How `POST /webhooks/stripe` checks deliveries.
@@ -129,9 +153,13 @@ impl Application {
             .into_iter()
             .map(|worker| tokio::spawn(worker.run(Arc::clone(&self.new_claim), stopped.clone())))
             .collect();
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let served = axum::serve(
+            self.listener,
+            self.router
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await;
         // Workers finish the claim in hand; a lease they cannot complete expires and is
         // rescued by the next instance.
         let _ = stop.send(true);

@@ -51,10 +51,17 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
             let state = c.state;
             let class = format!("card state-{state}");
             let data_state = state.clone();
+            let href = if state == "processed" {
+                "/events?status=processed".to_owned()
+            } else {
+                format!("/claims?status={state}")
+            };
             view! {
                 <li class=class data-state=data_state>
-                    <span class="card-count">{c.count}</span>
-                    <span class="card-label">{state}</span>
+                    <a href=href>
+                        <span class="card-count">{c.count}</span>
+                        <span class="card-label">{state}</span>
+                    </a>
                 </li>
             }
         })

@@ -265,3 +265,107 @@ impl Store {
         })
     }
 }
+
+/// What the events list is narrowed to. Empty fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub state: Option<ClaimState>,
+    pub event_type: Option<String>,
+    /// Received at or after (unix ms).
+    pub from: Option<i64>,
+    /// Received before (unix ms).
+    pub to: Option<i64>,
+    /// An event id, an object id (session, charge), an order id, a payment intent or a
+    /// customer email.
+    pub search: Option<String>,
+}
+
+impl Store {
+    /// Claims matching `filter`, newest first, `limit` of them after the keyset `after`
+    /// (received_at, event_id) of the previous page's last row.
+    pub async fn list_events(
+        &self,
+        filter: &EventFilter,
+        after: Option<(i64, String)>,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<ClaimView>, StoreError> {
+        // The search narrows through the orders a term names first: an order id, an email,
+        // a payment intent or a customer id lead to the order's checkout session.
+        let sql = format!(
+            "SELECT * FROM (SELECT {CLAIM_COLUMNS} FROM processed_stripe_events \
+             WHERE ($3 = '' OR event_type = $3) \
+               AND ($4 < 0 OR received_at >= $4) AND ($5 < 0 OR received_at < $5) \
+               AND ($6 = '' OR event_id = $6 OR object_id = $6 OR object_id IN ( \
+                    SELECT checkout_session_id FROM orders \
+                    WHERE order_id = $6 OR customer_email = $7 OR payment_intent_id = $6 \
+                       OR customer_id = $6)) \
+               AND ($8 < 0 OR received_at < $8 OR (received_at = $8 AND event_id < $9)) \
+             ) AS c WHERE $2 = '' OR status = $2 \
+             ORDER BY received_at DESC, event_id DESC LIMIT $10"
+        );
+        let search = filter.search.as_deref().map(str::trim).unwrap_or("");
+        let (after_at, after_id) = after.unwrap_or((-1, String::new()));
+        let rows = on_pool!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(now)
+                .bind(filter.state.map(ClaimState::as_str).unwrap_or(""))
+                .bind(filter.event_type.as_deref().unwrap_or(""))
+                .bind(filter.from.unwrap_or(-1))
+                .bind(filter.to.unwrap_or(-1))
+                .bind(search)
+                .bind(search.to_lowercase())
+                .bind(after_at)
+                .bind(after_id.as_str())
+                .bind(limit)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(rows)
+    }
+
+    /// The raw payload of a claimed event.
+    pub async fn claim_payload(&self, event_id: &EventId) -> Result<Option<String>, StoreError> {
+        const SQL: &str = "SELECT payload FROM processed_stripe_events WHERE event_id = $1";
+        let payload = on_pool!(self, pool => {
+            sqlx::query_scalar(SQL).bind(event_id.as_str()).fetch_optional(pool).await
+        })?;
+        Ok(payload)
+    }
+
+    /// The order a payment intent paid.
+    pub async fn order_by_payment_intent(
+        &self,
+        payment_intent: &str,
+    ) -> Result<Option<OrderView>, StoreError> {
+        let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE payment_intent_id = $1");
+        let row: Option<OrderRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(payment_intent).fetch_optional(pool).await
+        })?;
+        match row {
+            Some(row) => Ok(Some(self.order_view(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Orders a support person may mean by `term`: its id, the customer's email or id, the
+    /// checkout session or the payment intent. Newest first, at most `limit`.
+    pub async fn find_orders(&self, term: &str, limit: i64) -> Result<Vec<OrderView>, StoreError> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders \
+             WHERE order_id = $1 OR customer_email = $2 OR customer_id = $1 \
+                OR checkout_session_id = $1 OR payment_intent_id = $1 \
+             ORDER BY created_at DESC, order_id LIMIT $3"
+        );
+        let term = term.trim();
+        let rows: Vec<OrderRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(term).bind(term.to_lowercase()).bind(limit)
+                .fetch_all(pool).await
+        })?;
+        let mut orders = Vec::with_capacity(rows.len());
+        for row in rows {
+            orders.push(self.order_view(row).await?);
+        }
+        Ok(orders)
+    }
+}

@@ -1,5 +1,6 @@
 //! The dashboard's pages and server functions.
 
+use claimcheck_core::auth::Role;
 use serde_json::Value;
 
 use crate::helpers::{TestApp, on_both_backends};
@@ -27,7 +28,8 @@ const ONE_CLAIM_PER_STATE: &str = "
 
 async fn overview_page_renders_on_the_server(app: TestApp) {
     app.db.execute(ONE_CLAIM_PER_STATE).await;
-    let response = app.get("/").await;
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let response = viewer.get(app.url("/")).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(
         response.headers()["content-type"]
@@ -45,7 +47,13 @@ async fn overview_page_renders_on_the_server(app: TestApp) {
 }
 
 async fn overview_counts_claims_by_state(app: TestApp) {
-    let empty: Value = app.post_overview().await.json().await.unwrap();
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let empty: Value = app
+        .call(&viewer, "overview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
     assert!(
         empty["claims"]
             .as_array()
@@ -56,7 +64,7 @@ async fn overview_counts_claims_by_state(app: TestApp) {
     );
 
     app.db.execute(ONE_CLAIM_PER_STATE).await;
-    let response = app.post_overview().await;
+    let response = app.call(&viewer, "overview", &[]).await;
     assert_eq!(response.status(), 200);
     let overview: Value = response.json().await.unwrap();
     let count = |state: &str| {
@@ -78,7 +86,8 @@ async fn overview_counts_claims_by_state(app: TestApp) {
 }
 
 async fn unknown_page_is_a_404(app: TestApp) {
-    let response = app.get("/no/such/page").await;
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let response = viewer.get(app.url("/no/such/page")).send().await.unwrap();
     assert_eq!(response.status(), 404);
     assert!(response.text().await.unwrap().contains("Page not found"));
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use std::time::Duration;
 
+use claimcheck_core::auth::Role;
 use claimcheck_core::now_ms;
 use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
 use claimcheck_core::worker::WorkerConfig;
@@ -226,6 +227,7 @@ pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeC
         workers: 0,
         stripe: None,
         checkout_urls: None,
+        dashboard: Default::default(),
     };
     customize(&mut config);
     let app = Application::build(config).await.unwrap();
@@ -298,12 +300,61 @@ impl TestApp {
     }
 
     /// Calls the dashboard's overview server function the way the browser does.
-    pub async fn post_overview(&self) -> reqwest::Response {
-        self.client
-            .post(self.url("/dashboard/fn/overview"))
-            .header("content-type", "application/x-www-form-urlencoded")
+    /// Adds an operator `username` with `role` (password `PASSWORD`) and returns a client
+    /// signed in as them (its own cookie jar).
+    pub async fn sign_in_as(&self, username: &str, role: Role) -> reqwest::Client {
+        self.add_operator(username, role).await;
+        let client = Self::browser();
+        let response = client
+            .post(self.url("/login"))
+            .form(&[
+                ("username", username),
+                ("password", PASSWORD),
+                ("next", "/"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 303);
+        assert_eq!(
+            response.headers()["location"],
+            "/",
+            "signed in as {username}"
+        );
+        client
+    }
+
+    pub async fn add_operator(&self, username: &str, role: Role) {
+        let hash = operator_hash();
+        assert!(
+            self.store
+                .add_operator(username, &hash, role, now_ms())
+                .await
+                .unwrap(),
+            "{username} added"
+        );
+    }
+
+    /// A client with a cookie jar that does not follow redirects.
+    pub fn browser() -> reqwest::Client {
+        reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    }
+
+    /// Calls a dashboard server function the way the browser does.
+    pub async fn call(
+        &self,
+        client: &reqwest::Client,
+        endpoint: &str,
+        form: &[(&str, &str)],
+    ) -> reqwest::Response {
+        client
+            .post(self.url(&format!("/dashboard/fn/{endpoint}")))
             .header("accept", "application/json")
-            .body("")
+            .form(form)
             .send()
             .await
             .unwrap()
@@ -316,6 +367,16 @@ impl Drop for TestApp {
             let _ = shutdown.send(());
         }
     }
+}
+
+/// The password of every operator the tests add.
+pub const PASSWORD: &str = "correct horse battery staple";
+
+/// One argon2id hash of `PASSWORD`, computed once: hashing is slow on purpose.
+pub fn operator_hash() -> String {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| claimcheck_core::auth::hash_password(PASSWORD).unwrap())
+        .clone()
 }
 
 /// A Stripe event from `fixtures/stripe/events/`, byte for byte.

@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod access;
 mod cli;
 mod crash;
 mod dashboard;

@@ -1,0 +1,295 @@
+//! The dashboard's mutating actions as plain form posts (`POST /dashboard/actions/…`): they
+//! work with or without WASM, check the operator's role on the server, go through the same
+//! engine functions as the CLI, land in the audit log, and answer with a redirect to the page
+//! they came from carrying a notice or an error.
+
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Form, Router};
+use claimcheck_core::auth::{Role, SignedIn, hash_password};
+use claimcheck_core::payments;
+use claimcheck_core::worker::{Attempt, Worker};
+use claimcheck_core::{EventId, OrderId, now_ms};
+use serde::Deserialize;
+
+use super::AppState;
+use super::auth::urlencode;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/dashboard/actions/redrive", post(redrive))
+        .route("/dashboard/actions/refund", post(refund))
+        .route("/dashboard/actions/operators", post(add_operator))
+        .route("/dashboard/actions/operators/access", post(set_access))
+}
+
+/// Why an action was refused before it ran.
+pub(crate) enum Refused {
+    SignIn,
+    Role { needed: Role, have: Role },
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::SignIn => (StatusCode::UNAUTHORIZED, "Sign in first.").into_response(),
+            Refused::Role { needed, have } => (
+                StatusCode::FORBIDDEN,
+                format!("Refused: this needs the {needed} role; you are {have}."),
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// The operator, if signed in with at least `needed`.
+pub(crate) fn require(operator: Option<&SignedIn>, needed: Role) -> Result<&SignedIn, Refused> {
+    match operator {
+        None => Err(Refused::SignIn),
+        Some(op) if !op.role.allows(needed) => Err(Refused::Role {
+            needed,
+            have: op.role,
+        }),
+        Some(op) => Ok(op),
+    }
+}
+
+fn back(page: &str, key: &str, message: &str) -> Response {
+    Redirect::to(&format!("{page}?{key}={}", urlencode(message))).into_response()
+}
+
+#[derive(Deserialize)]
+pub(super) struct RedriveForm {
+    event_id: String,
+    reason: String,
+}
+
+async fn redrive(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<RedriveForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Support) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(event_id) = EventId::parse(form.event_id.trim()) else {
+        return back("/claims", "error", "That is not an event id.");
+    };
+    let page = format!("/events/{event_id}");
+    if form.reason.trim().is_empty() {
+        return back(
+            &format!("{page}/redrive"),
+            "error",
+            "Say why you re-drive it.",
+        );
+    }
+    let actor = format!("dashboard:{}", operator.username);
+    let worker = Worker::new(state.store.clone(), actor.clone(), (*state.worker).clone());
+    match worker.redrive(&event_id, &actor, form.reason.trim()).await {
+        Ok(Ok(Attempt::Processed { .. })) => back(&page, "notice", "Re-driven: processed."),
+        Ok(Ok(Attempt::Failed { error, gave_up, .. })) => back(
+            &page,
+            "error",
+            &format!(
+                "Re-driven, but it failed again{}: {error}",
+                if gave_up {
+                    " and is failed"
+                } else {
+                    "; it will be retried"
+                }
+            ),
+        ),
+        Ok(Ok(Attempt::LeaseLost { .. })) => back(
+            &page,
+            "error",
+            "Another worker took this claim over while it ran; nothing was written twice.",
+        ),
+        Ok(Err(refused)) => back(&page, "error", &format!("Not re-driven: {refused}.")),
+        Err(error) => {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "re-drive: storage"
+            );
+            back(
+                &page,
+                "error",
+                "The database is unavailable. Try again in a moment.",
+            )
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct RefundForm {
+    order_id: String,
+    reason: String,
+}
+
+async fn refund(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<RefundForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Admin) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(order_id) = OrderId::parse(form.order_id.trim()) else {
+        return back("/orders", "error", "That is not an order id.");
+    };
+    let page = format!("/orders/{order_id}");
+    if form.reason.trim().is_empty() {
+        return back(&format!("{page}/refund"), "error", "Say why you refund it.");
+    }
+    let Some(stripe) = state.api.stripe.as_ref() else {
+        return back(&page, "error", "Refunds need STRIPE_API_KEY on the server.");
+    };
+    let actor = format!("dashboard:{}", operator.username);
+    match payments::refund(&state.store, stripe, &order_id, &actor, form.reason.trim()).await {
+        Ok(done) if done.already_refunded => back(&page, "notice", "It was already refunded."),
+        Ok(done) => back(
+            &page,
+            "notice",
+            &format!(
+                "Refunded ({}); credits revoked.",
+                done.refund_id.as_deref().unwrap_or("refund id unknown")
+            ),
+        ),
+        Err(error) => back(&page, "error", &format!("Not refunded: {error}")),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct OperatorForm {
+    username: String,
+    role: String,
+    password: String,
+}
+
+async fn add_operator(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<OperatorForm>,
+) -> Response {
+    let admin = match require(operator.as_deref(), Role::Admin) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let username = form.username.trim().to_owned();
+    if username.is_empty() || username.len() > 64 || username.chars().any(char::is_whitespace) {
+        return back(
+            "/operators",
+            "error",
+            "A username is 1 to 64 characters, no spaces.",
+        );
+    }
+    let Ok(role) = form.role.parse::<Role>() else {
+        return back(
+            "/operators",
+            "error",
+            "Pick a role: viewer, support or admin.",
+        );
+    };
+    let password = form.password;
+    let hashed = tokio::task::spawn_blocking(move || hash_password(&password)).await;
+    let hash = match hashed {
+        Ok(Ok(hash)) => hash,
+        Ok(Err(error)) => return back("/operators", "error", &error.to_string()),
+        Err(_) => return back("/operators", "error", "Hashing the password failed."),
+    };
+    match state
+        .store
+        .add_operator(&username, &hash, role, now_ms())
+        .await
+    {
+        Ok(true) => {
+            audit(
+                &state,
+                &admin,
+                "operator_add",
+                &username,
+                &format!("role {role}"),
+            )
+            .await;
+            back(
+                "/operators",
+                "notice",
+                &format!("Added {username} ({role})."),
+            )
+        }
+        Ok(false) => back(
+            "/operators",
+            "error",
+            &format!("{username} exists already."),
+        ),
+        Err(_) => back("/operators", "error", "The database is unavailable."),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct AccessForm {
+    username: String,
+    /// disable | enable | remove
+    action: String,
+}
+
+async fn set_access(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<AccessForm>,
+) -> Response {
+    let admin = match require(operator.as_deref(), Role::Admin) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let username = form.username.trim();
+    if username == admin.username {
+        return back("/operators", "error", "You cannot lock yourself out.");
+    }
+    let done = match form.action.as_str() {
+        "disable" => {
+            state
+                .store
+                .set_operator_disabled(username, true, now_ms())
+                .await
+        }
+        "enable" => {
+            state
+                .store
+                .set_operator_disabled(username, false, now_ms())
+                .await
+        }
+        "remove" => state.store.remove_operator(username).await,
+        _ => return back("/operators", "error", "Unknown action."),
+    };
+    match done {
+        Ok(true) => {
+            let action = format!("operator_{}", form.action);
+            audit(&state, &admin, &action, username, "").await;
+            back(
+                "/operators",
+                "notice",
+                &format!("{username}: {}d.", form.action),
+            )
+        }
+        Ok(false) => back("/operators", "error", &format!("No operator {username}.")),
+        Err(_) => back("/operators", "error", "The database is unavailable."),
+    }
+}
+
+async fn audit(state: &AppState, admin: &SignedIn, action: &str, target: &str, detail: &str) {
+    let actor = format!("dashboard:{}", admin.username);
+    if let Err(error) = state
+        .store
+        .record_audit(now_ms(), &actor, action, target, detail, "done")
+        .await
+    {
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "audit log write failed"
+        );
+    }
+}

@@ -1,0 +1,527 @@
+//! Who may use the dashboard: every page, server function and action checks the session and
+//! the role on the server; sign-in, throttling, cookies, sign-out; cross-origin refusals; and
+//! the webhook and order API outside all of it.
+
+use claimcheck_core::auth::Role;
+use claimcheck_core::worker::{Worker, WorkerConfig};
+use claimcheck_core::{EventId, now_ms};
+use serde_json::Value;
+
+use crate::helpers::{PASSWORD, TestApp, fixture, on_both_backends, spawn_app_with};
+
+on_both_backends!(
+    every_server_function_and_action_refuses_anonymous_callers,
+    viewers_read_but_cannot_mutate,
+    sign_in_answers_the_same_for_unknown_users_and_wrong_passwords,
+    sign_out_and_disabling_end_the_session,
+    cross_origin_posts_are_refused_but_the_webhook_is_not,
+    support_redrives_a_stale_claim_once_even_when_two_click,
+    admins_manage_operators_and_everything_is_audited,
+);
+
+/// Every page of the dashboard (GET), with a path that exists.
+const PAGES: [&str; 11] = [
+    "/",
+    "/claims",
+    "/events",
+    "/events/evt_pub0001paid",
+    "/events/evt_pub0001paid/redrive",
+    "/orders",
+    "/orders/ord_pub_0001",
+    "/orders/ord_pub_0001/refund",
+    "/audit",
+    "/operators",
+    "/claims?status=failed",
+];
+
+/// Every mutating action, with a valid form.
+const ACTIONS: [(&str, &[(&str, &str)]); 4] = [
+    (
+        "/dashboard/actions/redrive",
+        &[("event_id", "evt_pub0001paid"), ("reason", "forged")],
+    ),
+    (
+        "/dashboard/actions/refund",
+        &[("order_id", "ord_pub_0001"), ("reason", "forged")],
+    ),
+    (
+        "/dashboard/actions/operators",
+        &[
+            ("username", "mallory"),
+            ("role", "admin"),
+            ("password", "a long enough password"),
+        ],
+    ),
+    (
+        "/dashboard/actions/operators/access",
+        &[("username", "vera"), ("action", "disable")],
+    ),
+];
+
+/// The arguments each server function needs, so that a signed-in call would succeed.
+fn arguments(path: &str) -> Vec<(&'static str, &'static str)> {
+    match path.rsplit('/').next().unwrap_or_default() {
+        "events" => vec![
+            ("status", ""),
+            ("event_type", ""),
+            ("search", ""),
+            ("from", ""),
+            ("to", ""),
+            ("after", ""),
+        ],
+        "event" => vec![("event_id", "evt_pub0001paid")],
+        "orders" => vec![("term", "ord_pub_0001")],
+        "order" => vec![("order_id", "ord_pub_0001")],
+        _ => vec![],
+    }
+}
+
+/// Every registered server function, as the framework lists them.
+fn server_functions() -> Vec<String> {
+    let mut paths: Vec<String> = leptos::server_fn::axum::server_fn_paths()
+        .map(|(path, _)| path.to_owned())
+        .collect();
+    paths.sort();
+    paths
+}
+
+async fn seed(app: &TestApp) {
+    assert_eq!(
+        app.deliver(&fixture("checkout.session.completed.paid"))
+            .await
+            .status(),
+        200
+    );
+    let worker = Worker::new(app.store.clone(), "seed", WorkerConfig::default());
+    while !worker.run_once().await.unwrap().is_empty() {}
+}
+
+async fn post_form(
+    client: &reqwest::Client,
+    app: &TestApp,
+    path: &str,
+    form: &[(&str, &str)],
+) -> reqwest::Response {
+    client
+        .post(app.url(path))
+        .header("accept", "application/json")
+        .form(form)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn every_server_function_and_action_refuses_anonymous_callers(app: TestApp) {
+    seed(&app).await;
+    let anonymous = TestApp::browser();
+    let functions = server_functions();
+    assert!(functions.len() >= 8, "{functions:?}");
+    for path in &functions {
+        let response = post_form(&anonymous, &app, path, &arguments(path)).await;
+        assert_eq!(response.status(), 401, "{path}");
+    }
+    for (path, form) in ACTIONS {
+        let response = post_form(&anonymous, &app, path, form).await;
+        assert_eq!(response.status(), 401, "{path}");
+    }
+    for page in PAGES {
+        let response = anonymous.get(app.url(page)).send().await.unwrap();
+        assert_eq!(response.status(), 303, "{page}");
+        let location = response.headers()["location"].to_str().unwrap().to_owned();
+        assert!(
+            location.starts_with("/login?next=%2F"),
+            "{page}: {location}"
+        );
+    }
+    // The sign-in page and the bundle are public.
+    assert_eq!(
+        anonymous
+            .get(app.url("/login"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    // Signed in as an admin, the same calls succeed: the refusals above were about access.
+    let admin = app.sign_in_as("ada", Role::Admin).await;
+    for path in &functions {
+        let response = post_form(&admin, &app, path, &arguments(path)).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "{path}: {}",
+            response.text().await.unwrap()
+        );
+    }
+    for page in PAGES {
+        let response = admin.get(app.url(page)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{page}");
+    }
+}
+
+async fn viewers_read_but_cannot_mutate(app: TestApp) {
+    seed(&app).await;
+    app.add_operator("vera", Role::Viewer).await;
+    let viewer = app.sign_in_as("victor", Role::Viewer).await;
+    for path in server_functions() {
+        let response = post_form(&viewer, &app, &path, &arguments(&path)).await;
+        let expected = if path.ends_with("/operators") {
+            403
+        } else {
+            200
+        };
+        assert_eq!(response.status(), expected, "{path}");
+    }
+    for (path, form) in ACTIONS {
+        let response = post_form(&viewer, &app, path, form).await;
+        assert_eq!(response.status(), 403, "{path}");
+    }
+    // A support operator may re-drive but not refund or manage operators.
+    let support = app.sign_in_as("sam", Role::Support).await;
+    for (path, form) in &ACTIONS[1..] {
+        let response = post_form(&support, &app, path, form).await;
+        assert_eq!(response.status(), 403, "{path}");
+    }
+    // Nothing happened.
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM audit_log").await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM operators").await, 3);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM operators WHERE disabled_at IS NOT NULL")
+            .await,
+        0
+    );
+    // The viewer's pages hide what they may not do.
+    let html = viewer
+        .get(app.url("/events/evt_pub0001paid"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!html.contains("Re-drive…"), "{html}");
+}
+
+async fn sign_in_answers_the_same_for_unknown_users_and_wrong_passwords(app: TestApp) {
+    app.add_operator("anna", Role::Support).await;
+    let client = TestApp::browser();
+    let attempt = |username: &'static str, password: &'static str| {
+        let client = client.clone();
+        let url = app.url("/login");
+        async move {
+            client
+                .post(url)
+                .form(&[
+                    ("username", username),
+                    ("password", password),
+                    ("next", "/claims"),
+                ])
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let wrong = attempt("anna", "not her password").await;
+    let unknown = attempt("nobody", "not her password").await;
+    assert_eq!(wrong.status(), 303);
+    assert_eq!(wrong.headers()["location"], unknown.headers()["location"]);
+    assert!(
+        wrong.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("Wrong%20username%20or%20password")
+            || wrong.headers()["location"]
+                .to_str()
+                .unwrap()
+                .contains("Wrong+username+or+password")
+    );
+    assert!(wrong.headers().get("set-cookie").is_none());
+
+    // The right password: a session cookie, HttpOnly and SameSite=Strict, and the page asked for.
+    let right = attempt("anna", PASSWORD).await;
+    assert_eq!(right.headers()["location"], "/claims");
+    let cookie = right.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.starts_with("claimcheck_session="), "{cookie}");
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    // A second sign-in in the same browser gets a new session id.
+    let again = attempt("anna", PASSWORD).await;
+    let second = again.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert_ne!(
+        cookie.split(';').next(),
+        second.split(';').next(),
+        "the session id changes at sign-in"
+    );
+
+    // Five failures for one username: the sixth attempt is throttled, even with the right
+    // password.
+    for _ in 0..5 {
+        attempt("anna", "guessing").await;
+    }
+    let throttled = attempt("anna", PASSWORD).await;
+    let location = throttled.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.contains("Too%20many") || location.contains("Too+many"),
+        "{location}"
+    );
+    assert!(throttled.headers().get("set-cookie").is_none());
+}
+
+async fn sign_out_and_disabling_end_the_session(app: TestApp) {
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    assert_eq!(app.call(&viewer, "me", &[]).await.status(), 200);
+    let out = viewer.post(app.url("/logout")).send().await.unwrap();
+    assert_eq!(out.status(), 303);
+    assert_eq!(app.call(&viewer, "me", &[]).await.status(), 401);
+
+    let support = app.sign_in_as("sam", Role::Support).await;
+    let me: Value = app.call(&support, "me", &[]).await.json().await.unwrap();
+    assert_eq!(me["role"], "support");
+    assert!(
+        app.store
+            .set_operator_disabled("sam", true, now_ms())
+            .await
+            .unwrap()
+    );
+    assert_eq!(app.call(&support, "me", &[]).await.status(), 401);
+}
+
+async fn cross_origin_posts_are_refused_but_the_webhook_is_not(app: TestApp) {
+    seed(&app).await;
+    let admin = app.sign_in_as("ada", Role::Admin).await;
+    let forged = admin
+        .post(app.url("/dashboard/actions/operators"))
+        .header("origin", "https://evil.example")
+        .form(&[
+            ("username", "mallory"),
+            ("role", "admin"),
+            ("password", "a long enough password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let forged = admin
+        .post(app.url("/dashboard/fn/overview"))
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert!(app.store.operator("mallory").await.unwrap().is_none());
+
+    // The same-origin form works.
+    let own = admin
+        .post(app.url("/dashboard/actions/operators"))
+        .header("origin", app.url(""))
+        .form(&[
+            ("username", "otto"),
+            ("role", "viewer"),
+            ("password", "a long enough password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 303);
+    assert!(app.store.operator("otto").await.unwrap().is_some());
+
+    // Stripe posts from anywhere, without a session.
+    let delivered = app
+        .client
+        .post(app.url("/webhooks/stripe"))
+        .header("origin", "https://stripe.example")
+        .header("stripe-signature", "t=1,v1=00")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        delivered.status(),
+        400,
+        "judged by its signature, not its origin"
+    );
+    let api = app
+        .client
+        .get(app.url("/api/orders/ord_pub_0001"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        api.status(),
+        401,
+        "the order API asks for its token, not a session"
+    );
+}
+
+async fn support_redrives_a_stale_claim_once_even_when_two_click(app: TestApp) {
+    assert_eq!(
+        app.deliver(&fixture("checkout.session.completed.paid"))
+            .await
+            .status(),
+        200
+    );
+    // A worker took the claim and died: its lease ran out.
+    let taken = app
+        .store
+        .lease_next("dead-worker", now_ms(), 1, false, 8)
+        .await
+        .unwrap();
+    assert!(taken.is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+
+    let sam = app.sign_in_as("sam", Role::Support).await;
+    let sue = app.sign_in_as("sue", Role::Support).await;
+    let form = [
+        ("event_id", "evt_pub0001paid"),
+        ("reason", "worker crashed"),
+    ];
+    let (a, b) = tokio::join!(
+        post_form(&sam, &app, "/dashboard/actions/redrive", &form),
+        post_form(&sue, &app, "/dashboard/actions/redrive", &form)
+    );
+    let locations: Vec<String> = [a, b]
+        .iter()
+        .map(|r| {
+            assert_eq!(r.status(), 303);
+            r.headers()["location"].to_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(
+        locations.iter().any(|l| l.contains("notice=Re-driven")),
+        "{locations:?}"
+    );
+    assert!(
+        locations.iter().any(|l| l.contains("error=Not")),
+        "the other operator is told: {locations:?}"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
+            .await,
+        1
+    );
+    let claim = app
+        .store
+        .claim(&EventId::parse("evt_pub0001paid").unwrap(), now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim.status, "processed");
+    // Both attempts are in the audit log, with who asked and what came of it.
+    let outcomes = app
+        .db
+        .texts(
+            "SELECT outcome FROM audit_log WHERE action = 'redrive' AND actor LIKE 'dashboard:s%'",
+        )
+        .await;
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|o| o.starts_with("refused")).count(),
+        1,
+        "{outcomes:?}"
+    );
+}
+
+async fn admins_manage_operators_and_everything_is_audited(app: TestApp) {
+    let admin = app.sign_in_as("ada", Role::Admin).await;
+    let added = post_form(
+        &admin,
+        &app,
+        "/dashboard/actions/operators",
+        &[
+            ("username", "otto"),
+            ("role", "support"),
+            ("password", PASSWORD),
+        ],
+    )
+    .await;
+    assert_eq!(added.status(), 303);
+    let short = post_form(
+        &admin,
+        &app,
+        "/dashboard/actions/operators",
+        &[
+            ("username", "tim"),
+            ("role", "viewer"),
+            ("password", "short"),
+        ],
+    )
+    .await;
+    assert!(
+        short.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("error="),
+        "a short password is refused"
+    );
+    let myself = post_form(
+        &admin,
+        &app,
+        "/dashboard/actions/operators/access",
+        &[("username", "ada"), ("action", "disable")],
+    )
+    .await;
+    assert!(
+        myself.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("error=")
+    );
+    let disabled = post_form(
+        &admin,
+        &app,
+        "/dashboard/actions/operators/access",
+        &[("username", "otto"), ("action", "disable")],
+    )
+    .await;
+    assert!(
+        disabled.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("notice=")
+    );
+    let operators: Value = app
+        .call(&admin, "operators", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let otto = operators
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["username"] == "otto")
+        .unwrap();
+    assert_eq!(otto["disabled"], true);
+    assert_eq!(otto["role"], "support");
+    let audit: Value = app.call(&admin, "audit", &[]).await.json().await.unwrap();
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["operator_disable", "operator_add"]);
+}
+
+/// Plain HTTP on a loopback address gets a cookie without `Secure`; everything else (or an
+/// explicit setting) gets `Secure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cookie_is_secure_unless_plain_http_on_loopback() {
+    let app = spawn_app_with(crate::helpers::Backend::Sqlite, |config| {
+        config.dashboard.secure_cookie = Some(true);
+    })
+    .await;
+    app.add_operator("anna", Role::Viewer).await;
+    let response = TestApp::browser()
+        .post(app.url("/login"))
+        .form(&[("username", "anna"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("Secure"), "{cookie}");
+}
