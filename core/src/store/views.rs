@@ -282,7 +282,10 @@ pub struct EventFilter {
 
 impl Store {
     /// Claims matching `filter`, newest first, `limit` of them after the keyset `after`
-    /// (received_at, event_id) of the previous page's last row.
+    /// (received_at, event_id) of the previous page's last row. The statement holds only the
+    /// conditions in use, so each shape gets its own plan: (received_at, event_id) for the
+    /// plain list and its pages, (status, received_at) for a state, and the search goes
+    /// through the indexed ids (event id, object id, the orders' id, email, payment intent).
     pub async fn list_events(
         &self,
         filter: &EventFilter,
@@ -290,36 +293,87 @@ impl Store {
         now: i64,
         limit: i64,
     ) -> Result<Vec<ClaimView>, StoreError> {
-        // The search narrows through the orders a term names first: an order id, an email,
-        // a payment intent or a customer id lead to the order's checkout session.
+        enum Arg {
+            Int(i64),
+            Text(String),
+        }
+        let mut args = vec![Arg::Int(now)];
+        let mut conditions = Vec::new();
+        let arg = |value: Arg, args: &mut Vec<Arg>| {
+            args.push(value);
+            format!("${}", args.len())
+        };
+        match filter.state {
+            None => {}
+            Some(ClaimState::Pending) => {
+                conditions.push("status = 'processing' AND lease_expires_at IS NULL".to_owned())
+            }
+            Some(ClaimState::Running) => {
+                conditions.push("status = 'processing' AND lease_expires_at > $1".to_owned())
+            }
+            Some(ClaimState::Stale) => {
+                conditions.push("status = 'processing' AND lease_expires_at <= $1".to_owned())
+            }
+            Some(state) => {
+                let p = arg(Arg::Text(state.as_str().to_owned()), &mut args);
+                conditions.push(format!("status = {p}"));
+            }
+        }
+        if let Some(event_type) = &filter.event_type {
+            let p = arg(Arg::Text(event_type.clone()), &mut args);
+            conditions.push(format!("event_type = {p}"));
+        }
+        if let Some(from) = filter.from {
+            let p = arg(Arg::Int(from), &mut args);
+            conditions.push(format!("received_at >= {p}"));
+        }
+        if let Some(to) = filter.to {
+            let p = arg(Arg::Int(to), &mut args);
+            conditions.push(format!("received_at < {p}"));
+        }
+        if let Some(search) = filter
+            .search
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let term = arg(Arg::Text(search.to_owned()), &mut args);
+            let email = arg(Arg::Text(search.to_lowercase()), &mut args);
+            conditions.push(format!(
+                "event_id IN (SELECT event_id FROM processed_stripe_events WHERE event_id = {term} \
+                 UNION SELECT event_id FROM processed_stripe_events WHERE object_id = {term} \
+                 UNION SELECT e.event_id FROM processed_stripe_events e JOIN orders o \
+                   ON e.object_id = o.checkout_session_id \
+                   WHERE o.order_id = {term} OR o.customer_email = {email} \
+                      OR o.payment_intent_id = {term} OR o.customer_id = {term})"
+            ));
+        }
+        if let Some((at, id)) = after {
+            let at = arg(Arg::Int(at), &mut args);
+            let id = arg(Arg::Text(id), &mut args);
+            conditions.push(format!(
+                "(received_at < {at} OR (received_at = {at} AND event_id < {id}))"
+            ));
+        }
+        let limit = arg(Arg::Int(limit), &mut args);
+        let filter_sql = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conditions.join(" AND "))
+        };
         let sql = format!(
-            "SELECT * FROM (SELECT {CLAIM_COLUMNS} FROM processed_stripe_events \
-             WHERE ($3 = '' OR event_type = $3) \
-               AND ($4 < 0 OR received_at >= $4) AND ($5 < 0 OR received_at < $5) \
-               AND ($6 = '' OR event_id = $6 OR object_id = $6 OR object_id IN ( \
-                    SELECT checkout_session_id FROM orders \
-                    WHERE order_id = $6 OR customer_email = $7 OR payment_intent_id = $6 \
-                       OR customer_id = $6)) \
-               AND ($8 < 0 OR received_at < $8 OR (received_at = $8 AND event_id < $9)) \
-             ) AS c WHERE $2 = '' OR status = $2 \
-             ORDER BY received_at DESC, event_id DESC LIMIT $10"
+            "SELECT {CLAIM_COLUMNS} FROM processed_stripe_events {filter_sql} \
+             ORDER BY received_at DESC, event_id DESC LIMIT {limit}"
         );
-        let search = filter.search.as_deref().map(str::trim).unwrap_or("");
-        let (after_at, after_id) = after.unwrap_or((-1, String::new()));
         let rows = on_pool!(self, pool => {
-            sqlx::query_as(&sql)
-                .bind(now)
-                .bind(filter.state.map(ClaimState::as_str).unwrap_or(""))
-                .bind(filter.event_type.as_deref().unwrap_or(""))
-                .bind(filter.from.unwrap_or(-1))
-                .bind(filter.to.unwrap_or(-1))
-                .bind(search)
-                .bind(search.to_lowercase())
-                .bind(after_at)
-                .bind(after_id.as_str())
-                .bind(limit)
-                .fetch_all(pool)
-                .await
+            let mut query = sqlx::query_as(&sql);
+            for value in &args {
+                query = match value {
+                    Arg::Int(v) => query.bind(*v),
+                    Arg::Text(v) => query.bind(v.as_str()),
+                };
+            }
+            query.fetch_all(pool).await
         })?;
         Ok(rows)
     }

@@ -91,3 +91,142 @@ async fn unknown_page_is_a_404(app: TestApp) {
     assert_eq!(response.status(), 404);
     assert!(response.text().await.unwrap().contains("Page not found"));
 }
+
+on_both_backends!(events_are_filtered_searched_and_paged);
+
+async fn events_are_filtered_searched_and_paged(app: TestApp) {
+    use claimcheck_core::worker::{Worker, WorkerConfig};
+    use claimcheck_core::{ClaimState, EventFilter, now_ms};
+
+    for i in 0..60 {
+        let email = if i % 3 == 0 {
+            "three@example.ch"
+        } else {
+            "other@example.ch"
+        };
+        let event = serde_json::json!({
+            "id": format!("evt_list_{i:03}"),
+            "object": "event",
+            "type": "checkout.session.completed",
+            "created": 1,
+            "livemode": false,
+            "data": { "object": {
+                "id": format!("cs_list_{i:03}"),
+                "object": "checkout.session",
+                "payment_status": "paid",
+                "payment_intent": format!("pi_list_{i:03}"),
+                "customer_email": email,
+                "metadata": { "order_id": format!("ord_list_{i:03}"), "credits": "1" },
+            }},
+        });
+        let body = serde_json::to_vec(&event).unwrap();
+        assert_eq!(app.deliver(&body).await.status(), 200);
+    }
+    let now = now_ms();
+    let all = EventFilter::default();
+    let first = app.store.list_events(&all, None, now, 50).await.unwrap();
+    assert_eq!(first.len(), 50);
+    assert!(
+        first
+            .windows(2)
+            .all(|w| (w[0].received_at, &w[0].event_id) > (w[1].received_at, &w[1].event_id)),
+        "newest first"
+    );
+    let last = first.last().unwrap();
+    let after = Some((last.received_at, last.event_id.clone()));
+    let second = app.store.list_events(&all, after, now, 50).await.unwrap();
+    assert_eq!(second.len(), 10);
+    assert!(
+        second
+            .iter()
+            .all(|c| !first.iter().any(|f| f.event_id == c.event_id))
+    );
+
+    let pending = EventFilter {
+        state: Some(ClaimState::Pending),
+        ..EventFilter::default()
+    };
+    assert_eq!(
+        app.store
+            .list_events(&pending, None, now, 100)
+            .await
+            .unwrap()
+            .len(),
+        60
+    );
+    let worker = Worker::new(app.store.clone(), "w", WorkerConfig::default());
+    while !worker.run_once().await.unwrap().is_empty() {}
+    let now = now_ms();
+    assert!(
+        app.store
+            .list_events(&pending, None, now, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let processed = EventFilter {
+        state: Some(ClaimState::Processed),
+        event_type: Some("checkout.session.completed".into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(
+        app.store
+            .list_events(&processed, None, now, 100)
+            .await
+            .unwrap()
+            .len(),
+        60
+    );
+    let refunds = EventFilter {
+        event_type: Some("charge.refunded".into()),
+        ..EventFilter::default()
+    };
+    assert!(
+        app.store
+            .list_events(&refunds, None, now, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let future = EventFilter {
+        from: Some(now + 60_000),
+        ..EventFilter::default()
+    };
+    assert!(
+        app.store
+            .list_events(&future, None, now, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let search = |term: &str| EventFilter {
+        search: Some(term.to_owned()),
+        ..EventFilter::default()
+    };
+    for term in ["evt_list_007", "cs_list_007", "ord_list_007", "pi_list_007"] {
+        let found = app
+            .store
+            .list_events(&search(term), None, now, 100)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1, "{term}");
+        assert_eq!(found[0].event_id, "evt_list_007", "{term}");
+    }
+    let by_email = app
+        .store
+        .list_events(&search("THREE@example.ch"), None, now, 100)
+        .await
+        .unwrap();
+    assert_eq!(by_email.len(), 20);
+    let orders = app
+        .store
+        .find_orders("three@example.ch", 100)
+        .await
+        .unwrap();
+    assert_eq!(orders.len(), 20);
+    assert_eq!(
+        app.store.find_orders("pi_list_001", 100).await.unwrap()[0].order_id,
+        "ord_list_001"
+    );
+}
