@@ -226,3 +226,118 @@ async fn a_redrive_racing_workers_unlocks_once() {
         );
     }
 }
+
+on_both_backends!(operators_are_added_listed_and_disabled_from_the_command_line);
+
+async fn operators_are_added_listed_and_disabled_from_the_command_line(app: TestApp) {
+    use tokio::io::AsyncWriteExt;
+
+    // The password from stdin.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(["operator", "add", "--username", "sam", "--role", "support"])
+        .env("DATABASE_URL", app.db.url())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", crate::helpers::PASSWORD).as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stored = app.store.operator("sam").await.unwrap().unwrap();
+    assert!(
+        stored
+            .password_hash
+            .starts_with("$argon2id$v=19$m=19456,t=2,p=1$")
+    );
+    assert!(claimcheck_core::auth::verify_password(
+        crate::helpers::PASSWORD,
+        Some(&stored.password_hash)
+    ));
+
+    // A generated password, printed once, signs in.
+    let (code, stdout, stderr) = claimcheck(
+        &app,
+        &[
+            "operator",
+            "add",
+            "--username",
+            "ada",
+            "--role",
+            "admin",
+            "--generate-password",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let password = stdout.lines().next().unwrap().trim().to_owned();
+    let client = TestApp::browser();
+    let signed_in = client
+        .post(app.url("/login"))
+        .form(&[("username", "ada"), ("password", password.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.headers()["location"], "/");
+
+    // A short password, an unknown role and a taken name are refused with the reason.
+    let (code, _, stderr) = claimcheck(
+        &app,
+        &[
+            "operator",
+            "add",
+            "--username",
+            "bob",
+            "--role",
+            "root",
+            "--generate-password",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("unknown role"), "{stderr}");
+    let (code, _, stderr) = claimcheck(
+        &app,
+        &[
+            "operator",
+            "add",
+            "--username",
+            "ada",
+            "--role",
+            "viewer",
+            "--generate-password",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("exists already"), "{stderr}");
+
+    let (code, _, stderr) = claimcheck(&app, &["operator", "disable", "sam"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let listed = json(&app, &["operator", "list", "--json"]).await;
+    let sam = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["username"] == "sam")
+        .unwrap()
+        .clone();
+    assert_eq!(sam["role"], "support");
+    assert!(sam["disabled_at"].is_i64());
+    assert!(
+        !listed.to_string().contains("argon2"),
+        "no hash in the listing"
+    );
+    let (code, _, _) = claimcheck(&app, &["operator", "remove", "nobody"]).await;
+    assert_ne!(code, 0);
+}
