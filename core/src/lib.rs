@@ -26,5 +26,5 @@ pub use store::{
     AuditEntry, BatchWriter, ClaimOutcome, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT,
     DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder,
     OperatorCredentials, OperatorView, OrderCreation, OrderView, RequestOutcome, RequestStatus,
-    Store, StoreOptions, StripeRequestView, TokenView, WriteOp, WriteResult,
+    SYNTHETIC_CUSTOMERS, Store, StoreOptions, StripeRequestView, TokenView, WriteOp, WriteResult,
 };

@@ -35,6 +35,7 @@ mod claims;
 mod deliveries;
 mod operators;
 mod outgoing;
+mod synthetic;
 mod tokens;
 mod views;
 
@@ -43,6 +44,7 @@ pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
 pub use operators::{AuditEntry, OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
+pub use synthetic::SYNTHETIC_CUSTOMERS;
 pub use tokens::TokenView;
 pub use views::{ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryView, OrderView};
 

@@ -36,6 +36,9 @@ pub enum Command {
     /// Load-test a webhook endpoint with freshly signed deliveries and report throughput and
     /// latency (starts its own server on a fresh database unless --target is given).
     BenchIngest(crate::bench::BenchArgs),
+    /// Seed a large synthetic history (a million claims by default) and time the dashboard's
+    /// server-rendered pages on it.
+    BenchDashboard(crate::bench_dashboard::DashboardBenchArgs),
     /// Inspect claims on Stripe events, and re-drive a stuck one.
     Claims {
         #[command(subcommand)]

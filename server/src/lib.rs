@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod bench_dashboard;
 pub mod cli;
 pub mod commands;
 pub mod error;

@@ -1,6 +1,7 @@
 //! Start-up: open the store, migrate, bind, build the router. `main` and the integration
 //! tests go through the same `Application::build`.
 
+use axum::serve::ListenerExt;
 use claimcheck_core::payments::CheckoutUrls;
 use claimcheck_core::stripe::StripeApi;
 use std::future::Future;
@@ -153,8 +154,15 @@ impl Application {
             .into_iter()
             .map(|worker| tokio::spawn(worker.run(Arc::clone(&self.new_claim), stopped.clone())))
             .collect();
+        // Pages stream in several small writes: without TCP_NODELAY each waits for the
+        // client's delayed ACK (about 40 ms).
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::warn!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let served = axum::serve(
-            self.listener,
+            listener,
             self.router
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )

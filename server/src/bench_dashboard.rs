@@ -1,0 +1,186 @@
+//! `claimcheck bench-dashboard`: seeds a large synthetic history (one million claims by
+//! default, one order each, spread over 50,000 customers) and times the dashboard's pages as
+//! the server renders them for a signed-in operator: the events list, a later page of it, a
+//! search by email, and the orders search by email.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use claimcheck_core::auth::{Role, hash_password};
+use claimcheck_core::{DatabaseUrl, SYNTHETIC_CUSTOMERS, Store, StoreOptions, now_ms};
+use clap::Args;
+use tokio::sync::oneshot;
+
+use crate::error::ServerError;
+use crate::startup::{Application, ServeConfig, WebhookConfig};
+
+#[derive(Debug, Clone, Args)]
+pub struct DashboardBenchArgs {
+    /// Database to seed and read (default: a fresh SQLite file in a temporary folder). A
+    /// database seeded before is topped up, not seeded again.
+    #[arg(long = "database-url", value_name = "DATABASE_URL")]
+    pub database_url: Option<DatabaseUrl>,
+    /// Claims in the synthetic history.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub claims: i64,
+    /// Timed renders of each page.
+    #[arg(long, default_value_t = 200)]
+    pub requests: usize,
+}
+
+const PASSWORD: &str = "bench password, long enough";
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Writes the figures to stdout: they are the command's output.
+#[allow(clippy::print_stdout)]
+fn report(line: &str) {
+    println!("{line}");
+}
+
+pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
+    let dir = tempfile::tempdir().map_err(|e| ServerError::Command(e.to_string()))?;
+    let database_url = match &args.database_url {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}/bench.db", dir.path().display())
+            .parse()
+            .map_err(|e| ServerError::Config(format!("{e}")))?,
+    };
+    let wrap = |source| ServerError::Store {
+        url: database_url.to_string(),
+        source,
+    };
+    let store = Store::connect(&database_url, &StoreOptions::default())
+        .await
+        .map_err(wrap)?;
+    store.migrate().await.map_err(wrap)?;
+    let started = Instant::now();
+    let since = now_ms() - args.claims * 10 - 60_000;
+    let added = store
+        .seed_synthetic(args.claims, since)
+        .await
+        .map_err(wrap)?;
+    report(&format!(
+        "seeded {added} claims and orders ({} in all) in {:.1} s on {}",
+        args.claims,
+        started.elapsed().as_secs_f64(),
+        store.backend().as_str()
+    ));
+    let hash = tokio::task::spawn_blocking(|| hash_password(PASSWORD))
+        .await
+        .map_err(|e| ServerError::Command(e.to_string()))?
+        .map_err(|e| ServerError::Command(e.to_string()))?;
+    store
+        .add_operator("bench", &hash, Role::Viewer, now_ms())
+        .await
+        .map_err(wrap)?;
+    store.close().await;
+
+    let config = ServeConfig {
+        database_url,
+        bind: ([127, 0, 0, 1], 0).into(),
+        site_root: PathBuf::from("target/site"),
+        webhook: WebhookConfig {
+            verifier: None,
+            mode: claimcheck_core::webhook::StripeMode::Test,
+            max_body_bytes: 1024 * 1024,
+        },
+        worker: Default::default(),
+        workers: 0,
+        stripe: None,
+        checkout_urls: None,
+        dashboard: Default::default(),
+    };
+    let app = Application::build(config).await?;
+    let base = format!("http://{}", app.local_addr());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until(async {
+        let _ = stopped.await;
+    }));
+
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| ServerError::Command(e.to_string()))?;
+    let login = client
+        .post(format!("{base}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "username=bench&password={}",
+            PASSWORD.replace(' ', "+").replace(',', "%2C")
+        ))
+        .send()
+        .await
+        .map_err(|e| ServerError::Command(format!("sign-in: {e}")))?;
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .ok_or_else(|| ServerError::Command("sign-in gave no session cookie".into()))?
+        .to_owned();
+
+    // A page in the middle of the history, found through the list's own cursor format.
+    let middle = since + (args.claims / 2) * 10;
+    let customer = format!("customer{}@example.ch", SYNTHETIC_CUSTOMERS / 3);
+    let pages = [
+        ("events list", "/events".to_owned()),
+        (
+            "events, a page deep in the history",
+            format!("/events?after={middle}%3Aevt_syn_{}", args.claims / 2),
+        ),
+        ("events, failed only", "/events?status=failed".to_owned()),
+        ("events, search by email", format!("/events?q={customer}")),
+        ("orders, search by email", format!("/orders?q={customer}")),
+    ];
+    report(&format!(
+        "{} renders of each page, signed in, server-side (HTML complete):",
+        args.requests
+    ));
+    for (name, path) in pages {
+        let mut times = Vec::with_capacity(args.requests);
+        let mut bytes = 0;
+        for _ in 0..args.requests {
+            let started = Instant::now();
+            let response = client
+                .get(format!("{base}{path}"))
+                .header("cookie", &cookie)
+                .send()
+                .await
+                .map_err(|e| ServerError::Command(format!("{path}: {e}")))?;
+            if response.status() != 200 {
+                return Err(ServerError::Command(format!(
+                    "{path}: HTTP {}",
+                    response.status()
+                )));
+            }
+            let body = response
+                .text()
+                .await
+                .map_err(|e| ServerError::Command(format!("{path}: {e}")))?;
+            times.push(started.elapsed());
+            bytes = body.len();
+        }
+        times.sort();
+        report(&format!(
+            "  {name:<36} p50 {}  p95 {}  max {}  ({} KiB)",
+            ms(percentile(&times, 50.0)),
+            ms(percentile(&times, 95.0)),
+            ms(*times.last().unwrap_or(&Duration::ZERO)),
+            bytes / 1024
+        ));
+    }
+    let _ = stop.send(());
+    let _ = server.await;
+    Ok(())
+}
