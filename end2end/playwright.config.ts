@@ -12,7 +12,9 @@ const baseURL = `http://127.0.0.1:${port}`;
 const root = resolve(__dirname, "..");
 const targetDir = process.env.CARGO_TARGET_DIR ?? join(root, "target");
 const binary = process.env.CLAIMCHECK_BIN ?? join(targetDir, "debug", "claimcheck");
-const dataDir = mkdtempSync(join(tmpdir(), "claimcheck-e2e-"));
+// The config is loaded again in every test worker: keep the first process's folder.
+const dataDir = process.env.E2E_DATA_DIR ?? mkdtempSync(join(tmpdir(), "claimcheck-e2e-"));
+process.env.E2E_DATA_DIR = dataDir;
 
 // Shared with the seed (tests/seed.setup.ts) through the environment.
 process.env.E2E_BINARY = binary;

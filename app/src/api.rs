@@ -35,7 +35,32 @@ pub struct Overview {
     pub checked_at: String,
     /// Claims per state, in the order operators read them.
     pub claims: Vec<StateCount>,
+    /// Deliveries per hour over the last 24 hours, oldest first.
+    pub hours: Vec<HourCount>,
+    /// Acknowledgement latency bounds (ms) since this server started, and over how many.
+    pub ack_p50_ms: Option<f64>,
+    pub ack_p99_ms: Option<f64>,
+    pub acked: u64,
+    /// Credits unlocked since midnight UTC.
+    pub credits_today: i64,
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HourCount {
+    /// "14:00" (UTC), the start of the hour.
+    pub label: String,
+    /// Claimed (new events).
+    pub claimed: i64,
+    /// Duplicates and twins answered 200 without a new claim.
+    pub duplicate: i64,
+    /// Ignored types and refused payloads.
+    pub other: i64,
+}
+
+/// Where the overview reads acknowledgement latencies: the server's own metrics.
+#[cfg(feature = "ssr")]
+#[derive(Clone)]
+pub struct AckLatency(pub std::sync::Arc<dyn Fn(f64) -> Option<(f64, u64)> + Send + Sync>);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateCount {
@@ -85,6 +110,9 @@ pub struct EventDetail {
     pub deliveries: Vec<DeliveryRow>,
     pub timeline: Vec<TimelineEntry>,
     pub order: Option<OrderDetail>,
+    /// The order the event names (metadata.order_id or client_reference_id), known even
+    /// before its first fulfilment created the order.
+    pub order_id: Option<String>,
     /// Whether a re-drive can take it now (pending, stale or failed).
     pub redrivable: bool,
 }
@@ -295,6 +323,39 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
     let (store, _) = server::require(Role::Viewer).await?;
     let now = now_ms();
     let counts = store.claim_counts(now).await.map_err(server::unavailable)?;
+    // 24 whole hours ending with the current one.
+    let hour = 3_600_000;
+    let since = (now / hour - 23) * hour;
+    let mut hours: Vec<HourCount> = (0..24)
+        .map(|i| HourCount {
+            label: chrono::DateTime::from_timestamp_millis(since + i * hour)
+                .map(|t| t.format("%H:00").to_string())
+                .unwrap_or_default(),
+            claimed: 0,
+            duplicate: 0,
+            other: 0,
+        })
+        .collect();
+    for (i, outcome, n) in store
+        .deliveries_by_hour(since)
+        .await
+        .map_err(server::unavailable)?
+    {
+        if let Some(bucket) = usize::try_from(i).ok().and_then(|i| hours.get_mut(i)) {
+            match outcome.as_str() {
+                "claimed" => bucket.claimed += n,
+                "duplicate_event" | "duplicate_action" => bucket.duplicate += n,
+                _ => bucket.other += n,
+            }
+        }
+    }
+    let midnight = now - now.rem_euclid(86_400_000);
+    let credits_today = store
+        .credits_unlocked_since(midnight)
+        .await
+        .map_err(server::unavailable)?;
+    let latency = use_context::<AckLatency>();
+    let quantile = |q| latency.as_ref().and_then(|l| (l.0)(q));
     Ok(Overview {
         backend: store.backend().as_str().to_owned(),
         checked_at: chrono::DateTime::from_timestamp_millis(now)
@@ -307,6 +368,11 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
                 count: counts.get(state),
             })
             .collect(),
+        hours,
+        ack_p50_ms: quantile(0.5).map(|(ms, _)| ms),
+        ack_p99_ms: quantile(0.99).map(|(ms, _)| ms),
+        acked: quantile(0.5).map(|(_, n)| n).unwrap_or(0),
+        credits_today,
     })
 }
 
@@ -407,13 +473,18 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
                 .or(d.duplicate_of.map(|o| format!("claimed by {o}"))),
         })
         .collect();
-    let order = match plan(&claim.event_type, &payload, &Packages::default()) {
+    let planned = plan(&claim.event_type, &payload, &Packages::default());
+    let order = match &planned {
         Ok(Plan::Session { order, .. }) => store.order(&order.order_id).await,
-        Ok(Plan::Refund { payment_intent }) => store.order_by_payment_intent(&payment_intent).await,
+        Ok(Plan::Refund { payment_intent }) => store.order_by_payment_intent(payment_intent).await,
         _ => Ok(None),
     }
     .map_err(server::unavailable)?
     .map(server::order_detail);
+    let order_id = match &planned {
+        Ok(Plan::Session { order, .. }) => Some(order.order_id.to_string()),
+        _ => order.as_ref().map(|o| o.order_id.clone()),
+    };
     let audit = store
         .audit_log(None, 200)
         .await
@@ -467,6 +538,7 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         deliveries,
         timeline,
         order,
+        order_id,
         redrivable,
     })
 }

@@ -112,7 +112,11 @@ test("an admin refunds an order: one refund, credits revoked, the key shown", as
 });
 
 test("the events list filters, searches and links to details", async ({ page }) => {
-  await signIn(page, USERS.viewer, "/events");
+  await signIn(page, USERS.viewer, "/");
+  await expect(page.getByRole("list", { name: "Deliveries per hour" }).getByRole("listitem")).toHaveCount(24);
+  await expect(page.getByTestId("credits-today")).not.toHaveText("0");
+  await shot(page, "overview");
+  await page.goto("/events");
   await expect(page.getByRole("row")).not.toHaveCount(1);
   await shot(page, "events");
   await page.getByLabel("Search").fill(SEEDED.paidOrder);

@@ -40,6 +40,23 @@ impl Metrics {
         self.latency_sum_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
+    /// The upper bound (in ms) of the bucket holding quantile `q` of the ack latencies seen
+    /// by this process, and how many there were; `None` before the first delivery.
+    pub fn ack_quantile(&self, q: f64) -> Option<(f64, u64)> {
+        let count = self.latency_count.load(Ordering::Relaxed);
+        if count == 0 {
+            return None;
+        }
+        let wanted = (q * count as f64).ceil() as u64;
+        let bound = BUCKETS
+            .iter()
+            .zip(&self.latency_buckets)
+            .find(|(_, bucket)| bucket.load(Ordering::Relaxed) >= wanted)
+            .map(|(bound, _)| *bound)
+            .unwrap_or(f64::INFINITY);
+        Some((bound * 1000.0, count))
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         out.push_str("# HELP claimcheck_webhook_deliveries_total Webhook deliveries by outcome.\n");

@@ -299,7 +299,13 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             <dt>"State"</dt>
             <dd><StateBadge state=claim.status.clone()/></dd>
             <dt>"Order"</dt>
-            <dd class="mono">{order.as_ref().map(|o| o.order_id.clone()).unwrap_or("not known yet".into())}</dd>
+            <dd class="mono">
+                {match (&order, &detail.order_id) {
+                    (Some(o), _) => o.order_id.clone(),
+                    (None, Some(id)) => format!("{id} (no order row yet: this fulfilment makes it)"),
+                    (None, None) => "none found in the event".to_owned(),
+                }}
+            </dd>
             <dt>"Credits granted"</dt>
             <dd data-testid="credits-granted">{order.as_ref().map(|o| o.credits_granted).unwrap_or(0)}</dd>
             <dt>"What happens"</dt>

@@ -66,8 +66,61 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
             }
         })
         .collect_view();
+    let peak = overview
+        .hours
+        .iter()
+        .map(|h| h.claimed + h.duplicate + h.other)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let total: i64 = overview
+        .hours
+        .iter()
+        .map(|h| h.claimed + h.duplicate + h.other)
+        .sum();
+    let bars = overview
+        .hours
+        .into_iter()
+        .map(|h| {
+            let height = |n: i64| format!("height: {}%", n * 100 / peak);
+            let title = format!(
+                "{}: {} claimed, {} duplicates, {} other",
+                h.label, h.claimed, h.duplicate, h.other
+            );
+            view! {
+                <li title=title.clone() aria-label=title>
+                    <span class="bar">
+                        <span class="seg other" style=height(h.other)></span>
+                        <span class="seg duplicate" style=height(h.duplicate)></span>
+                        <span class="seg claimed" style=height(h.claimed)></span>
+                    </span>
+                    <span class="hour">{h.label}</span>
+                </li>
+            }
+        })
+        .collect_view();
+    let latency = match (overview.ack_p50_ms, overview.ack_p99_ms) {
+        (Some(p50), Some(p99)) => format!(
+            "p50 ≤ {p50} ms, p99 ≤ {p99} ms over {} deliveries since this server started",
+            overview.acked
+        ),
+        _ => "no delivery answered since this server started".to_owned(),
+    };
     view! {
         <ul class="cards" aria-label="Claims by state">{cards}</ul>
+        <dl class="facts">
+            <dt>"Credits unlocked today"</dt>
+            <dd data-testid="credits-today">{overview.credits_today}</dd>
+            <dt>"Acknowledgement latency"</dt>
+            <dd data-testid="ack-latency">{latency}</dd>
+        </dl>
+        <h2>"Deliveries, last 24 hours (" {total} ")"</h2>
+        <p class="legend">
+            <span class="seg claimed"></span> "claimed "
+            <span class="seg duplicate"></span> "duplicates "
+            <span class="seg other"></span> "ignored or refused"
+        </p>
+        <ol class="chart" aria-label="Deliveries per hour">{bars}</ol>
         <p class="muted">
             "Database: " <span data-testid="backend">{overview.backend}</span> ". Checked at "
             <time data-testid="checked-at">{overview.checked_at}</time> "."

@@ -70,6 +70,9 @@ impl Store {
             }
             from = to + 1;
         }
+        // Fresh statistics, as autovacuum (PostgreSQL) or an operator's ANALYZE (SQLite)
+        // would give a database after a bulk load; without them the planner guesses.
+        on_pool!(self, pool => sqlx::query("ANALYZE").execute(pool).await.map(|_| ()))?;
         Ok((claims - have).max(0))
     }
 }

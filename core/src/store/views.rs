@@ -331,6 +331,10 @@ impl Store {
             let p = arg(Arg::Int(to), &mut args);
             conditions.push(format!("received_at < {p}"));
         }
+        // A search first collects the matching event ids through the indexed ids (event,
+        // object, and the orders' id, email, payment intent, customer), materialised so that
+        // the planner starts from them instead of walking the newest events.
+        let mut search_cte = String::new();
         if let Some(search) = filter
             .search
             .as_deref()
@@ -339,21 +343,22 @@ impl Store {
         {
             let term = arg(Arg::Text(search.to_owned()), &mut args);
             let email = arg(Arg::Text(search.to_lowercase()), &mut args);
-            conditions.push(format!(
-                "event_id IN (SELECT event_id FROM processed_stripe_events WHERE event_id = {term} \
-                 UNION SELECT event_id FROM processed_stripe_events WHERE object_id = {term} \
-                 UNION SELECT e.event_id FROM processed_stripe_events e JOIN orders o \
-                   ON e.object_id = o.checkout_session_id \
-                   WHERE o.order_id = {term} OR o.customer_email = {email} \
-                      OR o.payment_intent_id = {term} OR o.customer_id = {term})"
-            ));
+            search_cte = format!(
+                "WITH hits AS MATERIALIZED ( \
+                   SELECT event_id FROM processed_stripe_events WHERE event_id = {term} \
+                   UNION SELECT event_id FROM processed_stripe_events WHERE object_id = {term} \
+                   UNION SELECT e.event_id FROM orders o JOIN processed_stripe_events e \
+                     ON e.object_id = o.checkout_session_id \
+                     WHERE o.order_id = {term} OR o.customer_email = {email} \
+                        OR o.payment_intent_id = {term} OR o.customer_id = {term}) "
+            );
+            conditions.push("event_id IN (SELECT event_id FROM hits)".to_owned());
         }
         if let Some((at, id)) = after {
             let at = arg(Arg::Int(at), &mut args);
             let id = arg(Arg::Text(id), &mut args);
-            conditions.push(format!(
-                "(received_at < {at} OR (received_at = {at} AND event_id < {id}))"
-            ));
+            // A row comparison: both backends read it as one range of the index.
+            conditions.push(format!("(received_at, event_id) < ({at}, {id})"));
         }
         let limit = arg(Arg::Int(limit), &mut args);
         let filter_sql = if conditions.is_empty() {
@@ -362,7 +367,7 @@ impl Store {
             format!("WHERE {}", conditions.join(" AND "))
         };
         let sql = format!(
-            "SELECT {CLAIM_COLUMNS} FROM processed_stripe_events {filter_sql} \
+            "{search_cte}SELECT {CLAIM_COLUMNS} FROM processed_stripe_events {filter_sql} \
              ORDER BY received_at DESC, event_id DESC LIMIT {limit}"
         );
         let rows = on_pool!(self, pool => {
@@ -421,5 +426,29 @@ impl Store {
             orders.push(self.order_view(row).await?);
         }
         Ok(orders)
+    }
+}
+
+impl Store {
+    /// Deliveries received since `since`, counted per hour (0 = the first hour after `since`)
+    /// and outcome.
+    pub async fn deliveries_by_hour(
+        &self,
+        since: i64,
+    ) -> Result<Vec<(i64, String, i64)>, StoreError> {
+        const SQL: &str = "SELECT (received_at - $1) / 3600000 AS hour, outcome, COUNT(*) \
+                           FROM webhook_deliveries WHERE received_at >= $1 \
+                           GROUP BY 1, 2 ORDER BY 1, 2";
+        let rows = on_pool!(self, pool => sqlx::query_as(SQL).bind(since).fetch_all(pool).await)?;
+        Ok(rows)
+    }
+
+    /// Credits unlocked (granted, before any revoke) since `since`.
+    pub async fn credits_unlocked_since(&self, since: i64) -> Result<i64, StoreError> {
+        const SQL: &str = "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
+                           WHERE kind = 'unlock' AND created_at >= $1";
+        let sum =
+            on_pool!(self, pool => sqlx::query_scalar(SQL).bind(since).fetch_one(pool).await)?;
+        Ok(sum)
     }
 }

@@ -2,6 +2,9 @@
 
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
+use app::api::AckLatency;
 use app::{App, shell};
 use claimcheck_core::Store;
 use leptos::config::LeptosOptions;
@@ -27,11 +30,16 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
     let routes = generate_route_list(App);
     let store: Store = state.store.clone();
     let options = state.leptos_options.clone();
+    let metrics = state.webhook.metrics.clone();
+    let latency = AckLatency(Arc::new(move |q| metrics.ack_quantile(q)));
     axum::Router::new()
         .leptos_routes_with_context(
             state,
             routes,
-            move || provide_context(store.clone()),
+            move || {
+                provide_context(store.clone());
+                provide_context(latency.clone());
+            },
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler_with_context::<

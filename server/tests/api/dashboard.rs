@@ -3,7 +3,7 @@
 use claimcheck_core::auth::Role;
 use serde_json::Value;
 
-use crate::helpers::{TestApp, on_both_backends};
+use crate::helpers::{TestApp, fixture, on_both_backends};
 
 on_both_backends!(
     overview_page_renders_on_the_server,
@@ -83,6 +83,35 @@ async fn overview_counts_claims_by_state(app: TestApp) {
     assert_eq!(count("processed"), 1);
     assert_eq!(count("failed"), 1);
     assert!(["sqlite", "postgres"].contains(&overview["backend"].as_str().unwrap()));
+    assert_eq!(empty["ack_p50_ms"], Value::Null, "nothing answered yet");
+    assert_eq!(empty["credits_today"], 0);
+
+    // Deliveries this hour (one claimed, one duplicate) and a fulfilled order show up.
+    for _ in 0..2 {
+        let body = fixture("checkout.session.completed.paid");
+        assert_eq!(app.deliver(&body).await.status(), 200);
+    }
+    let worker = claimcheck_core::worker::Worker::new(
+        app.store.clone(),
+        "w",
+        claimcheck_core::worker::WorkerConfig::default(),
+    );
+    // Only the new claim is due (the seeded ones have no payload to fulfil): one pass.
+    let _ = worker.run_once().await.unwrap();
+    let overview: Value = app
+        .call(&viewer, "overview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let hours = overview["hours"].as_array().unwrap();
+    assert_eq!(hours.len(), 24);
+    let now = &hours[23];
+    assert_eq!(now["claimed"], 1, "{now}");
+    assert_eq!(now["duplicate"], 1, "{now}");
+    assert_eq!(overview["credits_today"], 40);
+    assert_eq!(overview["acked"], 2);
+    assert!(overview["ack_p99_ms"].as_f64().unwrap() >= overview["ack_p50_ms"].as_f64().unwrap());
 }
 
 async fn unknown_page_is_a_404(app: TestApp) {
