@@ -11,6 +11,7 @@ pub mod metrics;
 mod routes;
 pub mod sessions;
 pub mod shutdown;
+pub mod simulate;
 pub mod startup;
 pub mod stripe_sim;
 pub mod telemetry;

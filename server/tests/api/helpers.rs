@@ -206,10 +206,10 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 /// Starts the app with the default test configuration changed by `customize`.
-pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeConfig)) -> TestApp {
-    let db = TestDb::create(backend).await;
-    let mut config = ServeConfig {
-        database_url: db.url().parse().unwrap(),
+/// The configuration every test app starts from, on `database_url`.
+pub fn test_config(database_url: &str) -> ServeConfig {
+    ServeConfig {
+        database_url: database_url.parse().unwrap(),
         bind: "127.0.0.1:0".parse().unwrap(),
         site_root: PathBuf::from("target/site"),
         webhook: WebhookConfig {
@@ -228,7 +228,33 @@ pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeC
         stripe: None,
         checkout_urls: None,
         dashboard: Default::default(),
-    };
+    }
+}
+
+/// Another instance on the database `app` uses (a second process of a cluster); it stops
+/// when the returned sender is dropped.
+pub async fn spawn_instance(
+    app: &TestApp,
+    customize: impl FnOnce(&mut ServeConfig),
+) -> (SocketAddr, oneshot::Sender<()>) {
+    let mut config = test_config(app.db.url());
+    customize(&mut config);
+    let instance = Application::build(config).await.unwrap();
+    let addr = instance.local_addr();
+    let (shutdown, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = instance
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (addr, shutdown)
+}
+
+pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeConfig)) -> TestApp {
+    let db = TestDb::create(backend).await;
+    let mut config = test_config(db.url());
     customize(&mut config);
     let app = Application::build(config).await.unwrap();
     let addr = app.local_addr();

@@ -12,4 +12,5 @@ mod fulfilment;
 mod health;
 mod operator_cli;
 mod outgoing;
+mod simulate;
 mod webhook;

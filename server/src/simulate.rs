@@ -1,0 +1,504 @@
+//! `claimcheck simulate`: Stripe-like traffic for a small shop against any Claimcheck (one
+//! instance or several sharing PostgreSQL), then the exactly-once verdict read back through
+//! the order API.
+//!
+//! Each order takes one path: a card payment; a SEPA debit that succeeds later; one that
+//! fails; or a card payment refunded later. Deliveries are signed like Stripe's, sent again
+//! with backoff after a non-2xx answer or a timeout, duplicated (`--duplicates`), doubled by
+//! a twin Event object for the same action (`--twins`), and the events of one order can
+//! arrive out of order (`--reorder`).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use claimcheck_core::now_ms;
+use claimcheck_core::webhook::SigningSecret;
+use clap::Args;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::ServerError;
+
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// Base URL of a Claimcheck (its webhook at /webhooks/stripe, its order API at /api).
+    /// Several, to spread the traffic over instances sharing one database.
+    #[arg(long = "target", value_name = "URL", required = true)]
+    pub targets: Vec<String>,
+    /// The endpoint signing secret the targets accept (whsec_…).
+    #[arg(long, env = "STRIPE_WEBHOOK_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// An API token of the targets (claimcheck tokens create), to read the orders back.
+    #[arg(
+        long = "api-token",
+        env = "CLAIMCHECK_API_TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: String,
+    /// Orders in the simulated day.
+    #[arg(long, default_value_t = 200)]
+    pub orders: usize,
+    /// Deliveries per second (0: as fast as the targets answer).
+    #[arg(long, default_value_t = 50)]
+    pub rate: u32,
+    /// Share of deliveries Stripe sends again.
+    #[arg(long, default_value_t = 0.2)]
+    pub duplicates: f64,
+    /// Share of actions that come as two distinct Event objects.
+    #[arg(long, default_value_t = 0.1)]
+    pub twins: f64,
+    /// Share of orders whose later event arrives first.
+    #[arg(long, default_value_t = 0.2)]
+    pub reorder: f64,
+    /// Distinguishes the ids of this run's orders and events.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// How long to wait for every order to reach its end state.
+    #[arg(long, default_value_t = 60)]
+    pub settle_secs: u64,
+}
+
+/// What happens to one order over the day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Journey {
+    Card,
+    SepaSucceeds,
+    SepaFails,
+    CardRefunded,
+}
+
+impl Journey {
+    /// The order's status and net credits once every event is fulfilled.
+    fn expected(self, credits: i64) -> (&'static str, i64) {
+        match self {
+            Journey::Card | Journey::SepaSucceeds => ("paid", credits),
+            Journey::SepaFails => ("payment_failed", 0),
+            Journey::CardRefunded => ("refunded", 0),
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift), so a run can be replayed.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() % 10_000) as f64 / 10_000.0 < p
+    }
+}
+
+/// One event to deliver (maybe more than once).
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub order: usize,
+    pub body: Vec<u8>,
+}
+
+fn event(id: &str, kind: &str, object: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "id": id,
+        "object": "event",
+        "type": kind,
+        "created": now_ms() / 1000,
+        "livemode": false,
+        "api_version": "2025-03-31.basil",
+        "data": { "object": object },
+    }))
+    .unwrap_or_default()
+}
+
+/// An order of the simulated day and the events Stripe sends for it.
+#[derive(Debug, Clone)]
+pub struct SimOrder {
+    pub order_id: String,
+    pub journey: Journey,
+    pub credits: i64,
+    pub events: Vec<Vec<u8>>,
+}
+
+/// The day's orders, with their events in the order Stripe means them.
+pub fn plan_day(run: &str, orders: usize, seed: u64) -> Vec<SimOrder> {
+    let mut dice = Dice(seed | 1);
+    (0..orders)
+        .map(|i| {
+            let journey = match dice.next() % 20 {
+                0..=12 => Journey::Card,
+                13..=14 => Journey::SepaSucceeds,
+                15 => Journey::SepaFails,
+                _ => Journey::CardRefunded,
+            };
+            let order_id = format!("ord_{run}_{i:05}");
+            let session = format!("cs_{run}_{i:05}");
+            let intent = format!("pi_{run}_{i:05}");
+            let credits = [10, 40, 100][(dice.next() % 3) as usize];
+            let email = format!("customer{}@{run}.example", i % 37);
+            let session_object = |status: &str| {
+                json!({
+                    "id": session,
+                    "object": "checkout.session",
+                    "payment_status": status,
+                    "payment_intent": intent,
+                    "client_reference_id": order_id,
+                    "customer_email": email,
+                    "metadata": { "order_id": order_id, "credits": credits.to_string() },
+                })
+            };
+            let evt = |n: u32| format!("evt_{run}_{i:05}_{n}");
+            let events = match journey {
+                Journey::Card => vec![event(
+                    &evt(1),
+                    "checkout.session.completed",
+                    session_object("paid"),
+                )],
+                Journey::SepaSucceeds => vec![
+                    event(
+                        &evt(1),
+                        "checkout.session.completed",
+                        session_object("unpaid"),
+                    ),
+                    event(
+                        &evt(2),
+                        "checkout.session.async_payment_succeeded",
+                        session_object("paid"),
+                    ),
+                ],
+                Journey::SepaFails => vec![
+                    event(
+                        &evt(1),
+                        "checkout.session.completed",
+                        session_object("unpaid"),
+                    ),
+                    event(
+                        &evt(2),
+                        "checkout.session.async_payment_failed",
+                        session_object("unpaid"),
+                    ),
+                ],
+                Journey::CardRefunded => vec![
+                    event(
+                        &evt(1),
+                        "checkout.session.completed",
+                        session_object("paid"),
+                    ),
+                    event(
+                        &evt(2),
+                        "charge.refunded",
+                        json!({
+                            "id": format!("ch_{run}_{i:05}"),
+                            "object": "charge",
+                            "payment_intent": intent,
+                            "refunded": true,
+                        }),
+                    ),
+                ],
+            };
+            SimOrder {
+                order_id,
+                journey,
+                credits,
+                events,
+            }
+        })
+        .collect()
+}
+
+/// The deliveries of a day: duplicates, twins and reordering applied.
+pub fn deliveries(
+    orders: &[SimOrder],
+    duplicates: f64,
+    twins: f64,
+    reorder: f64,
+    seed: u64,
+) -> Vec<Delivery> {
+    let mut dice = Dice(seed.rotate_left(17) | 1);
+    let mut out = Vec::new();
+    for (n, order) in orders.iter().enumerate() {
+        let mut events = order.events.clone();
+        if events.len() > 1 && dice.chance(reorder) {
+            events.reverse();
+        }
+        for body in events {
+            out.push(Delivery {
+                order: n,
+                body: body.clone(),
+            });
+            if dice.chance(twins) {
+                // A second Event object for the same action: another id, same object.
+                let mut twin: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                if let Some(id) = twin["id"].as_str() {
+                    twin["id"] = json!(format!("{id}_twin"));
+                }
+                out.push(Delivery {
+                    order: n,
+                    body: serde_json::to_vec(&twin).unwrap_or_default(),
+                });
+            }
+            if dice.chance(duplicates) {
+                out.push(Delivery {
+                    order: n,
+                    body: body.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Delivery outcomes and latencies.
+#[derive(Debug, Default)]
+pub struct Sent {
+    pub answered: usize,
+    pub retried: usize,
+    pub gave_up: usize,
+    pub latencies: Vec<Duration>,
+    pub statuses: HashMap<u16, usize>,
+}
+
+/// Delivers one event like Stripe: a fresh signature each time, again with backoff after a
+/// non-2xx answer or a timeout (here up to 6 tries over about 6 seconds).
+async fn deliver(
+    client: &reqwest::Client,
+    url: &str,
+    secret: &SigningSecret,
+    body: &[u8],
+    sent: &mut Sent,
+) {
+    let mut wait = Duration::from_millis(100);
+    for attempt in 0..6 {
+        if attempt > 0 {
+            sent.retried += 1;
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+        let signature = secret.sign(now_ms() / 1000, body);
+        let started = Instant::now();
+        let answer = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("stripe-signature", signature)
+            .body(body.to_vec())
+            .send()
+            .await;
+        match answer {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                *sent.statuses.entry(status).or_default() += 1;
+                if response.status().is_success() {
+                    sent.latencies.push(started.elapsed());
+                    sent.answered += 1;
+                    return;
+                }
+            }
+            Err(_) => *sent.statuses.entry(0).or_default() += 1,
+        }
+    }
+    sent.gave_up += 1;
+}
+
+/// The verdict: every order in its expected state with its expected net credits.
+#[derive(Debug, Serialize)]
+pub struct Verdict {
+    pub exactly_once: bool,
+    pub orders: usize,
+    pub wrong: Vec<String>,
+    pub deliveries: usize,
+    pub settled_after_ms: u128,
+}
+
+pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
+    let secret = SigningSecret::new(args.secret.clone())
+        .map_err(|e| ServerError::Config(format!("--secret: {e}")))?;
+    let run = args
+        .run
+        .clone()
+        .unwrap_or_else(|| format!("sim{}", now_ms() % 1_000_000_000));
+    let seed = run.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let orders = plan_day(&run, args.orders, seed);
+    let plan = deliveries(&orders, args.duplicates, args.twins, args.reorder, seed);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?;
+    let targets: Vec<String> = args
+        .targets
+        .iter()
+        .map(|t| t.trim_end_matches('/').to_owned())
+        .collect();
+
+    let started = Instant::now();
+    let mut sent = Sent::default();
+    let gap = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / f64::from(args.rate)));
+    for (i, delivery) in plan.iter().enumerate() {
+        let target = &targets[i % targets.len()];
+        deliver(
+            &client,
+            &format!("{target}/webhooks/stripe"),
+            &secret,
+            &delivery.body,
+            &mut sent,
+        )
+        .await;
+        if let Some(gap) = gap {
+            let due = gap * (i as u32 + 1);
+            if let Some(left) = due.checked_sub(started.elapsed()) {
+                tokio::time::sleep(left).await;
+            }
+        }
+    }
+    let sent_in = started.elapsed();
+
+    // Read every order back until all are where they should be, or time runs out.
+    let deadline = Instant::now() + Duration::from_secs(args.settle_secs);
+    let mut wrong;
+    loop {
+        wrong = Vec::new();
+        for (i, order) in orders.iter().enumerate() {
+            let target = &targets[i % targets.len()];
+            let (status, credits) = order.journey.expected(order.credits);
+            let seen: Option<Value> = match client
+                .get(format!("{target}/api/orders/{}", order.order_id))
+                .bearer_auth(&args.api_token)
+                .send()
+                .await
+            {
+                Ok(response) if response.status().is_success() => response.json().await.ok(),
+                Ok(response) if response.status() == reqwest::StatusCode::UNAUTHORIZED => {
+                    return Err(ServerError::Command(
+                        "the API token was refused (claimcheck tokens create)".into(),
+                    ));
+                }
+                _ => None,
+            };
+            let ok = seen.as_ref().is_some_and(|o| {
+                o["status"] == status && o["credits_granted"].as_i64() == Some(credits)
+            });
+            if !ok {
+                wrong.push(format!(
+                    "{} ({:?}): expected {status} with {credits} credits, found {}",
+                    order.order_id,
+                    order.journey,
+                    seen.map(|o| format!("{} with {} credits", o["status"], o["credits_granted"]))
+                        .unwrap_or_else(|| "no order".into())
+                ));
+            }
+        }
+        if wrong.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    sent.latencies.sort();
+    let pct = |p: f64| {
+        let n = sent.latencies.len();
+        if n == 0 {
+            return Duration::ZERO;
+        }
+        sent.latencies[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
+    };
+    let mut journeys: HashMap<Journey, usize> = HashMap::new();
+    for order in &orders {
+        *journeys.entry(order.journey).or_default() += 1;
+    }
+    report(&format!(
+        "simulated run {run}: {} orders (card {}, SEPA ok {}, SEPA failed {}, refunded {}), \
+         {} deliveries to {} target(s) in {:.1} s",
+        orders.len(),
+        journeys.get(&Journey::Card).unwrap_or(&0),
+        journeys.get(&Journey::SepaSucceeds).unwrap_or(&0),
+        journeys.get(&Journey::SepaFails).unwrap_or(&0),
+        journeys.get(&Journey::CardRefunded).unwrap_or(&0),
+        plan.len(),
+        targets.len(),
+        sent_in.as_secs_f64()
+    ));
+    report(&format!(
+        "answered {} (retries {}, given up {}), ack latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        sent.answered,
+        sent.retried,
+        sent.gave_up,
+        pct(0.5).as_secs_f64() * 1000.0,
+        pct(0.99).as_secs_f64() * 1000.0,
+        sent.latencies
+            .last()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+            * 1000.0
+    ));
+    let verdict = Verdict {
+        exactly_once: wrong.is_empty() && sent.gave_up == 0,
+        orders: orders.len(),
+        deliveries: plan.len(),
+        settled_after_ms: started.elapsed().as_millis(),
+        wrong,
+    };
+    report(&format!(
+        "exactly-once verdict: {} ({} orders checked through the order API; settled {:.1} s after the first delivery)",
+        verdict.exactly_once,
+        verdict.orders,
+        verdict.settled_after_ms as f64 / 1000.0
+    ));
+    for line in verdict.wrong.iter().take(20) {
+        report(&format!("  wrong: {line}"));
+    }
+    Ok(verdict)
+}
+
+/// `claimcheck simulate`: exit status 0 only with a true verdict.
+pub async fn run(args: SimulateArgs) -> Result<(), ServerError> {
+    let verdict = run_day(&args).await?;
+    if verdict.exactly_once {
+        Ok(())
+    } else {
+        Err(ServerError::Command(format!(
+            "exactly-once verdict false: {} of {} orders are not where they should be",
+            verdict.wrong.len(),
+            verdict.orders
+        )))
+    }
+}
+
+/// The figures are the command's output.
+#[allow(clippy::print_stdout)]
+fn report(line: &str) {
+    println!("{line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_is_deterministic_and_has_every_journey() {
+        let a = plan_day("t", 400, 7);
+        let b = plan_day("t", 400, 7);
+        assert_eq!(a.len(), 400);
+        assert!(a.iter().zip(&b).all(|(x, y)| x.events == y.events));
+        for journey in [
+            Journey::Card,
+            Journey::SepaSucceeds,
+            Journey::SepaFails,
+            Journey::CardRefunded,
+        ] {
+            assert!(a.iter().any(|o| o.journey == journey), "{journey:?}");
+        }
+        let sent = deliveries(&a, 0.2, 0.1, 0.2, 7);
+        let events: usize = a.iter().map(|o| o.events.len()).sum();
+        assert!(sent.len() > events, "duplicates and twins add deliveries");
+        assert!(
+            sent.iter()
+                .any(|d| String::from_utf8_lossy(&d.body).contains("_twin"))
+        );
+    }
+}
