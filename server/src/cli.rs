@@ -39,6 +39,9 @@ pub enum Command {
     /// Seed a large synthetic history (a million claims by default) and time the dashboard's
     /// server-rendered pages on it.
     BenchDashboard(crate::bench_dashboard::DashboardBenchArgs),
+    /// A living system in one command: SQLite in a local folder, the server, the Stripe
+    /// simulator and a day of a small shop played against it.
+    Demo(crate::demo::DemoArgs),
     /// Send a simulated day of a shop's Stripe traffic (duplicates, twins, out of order,
     /// retries) to one or more Claimcheck instances and check the exactly-once verdict.
     Simulate(crate::simulate::SimulateArgs),

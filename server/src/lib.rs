@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_dashboard;
 pub mod cli;
 pub mod commands;
+pub mod demo;
 pub mod error;
 pub mod metrics;
 mod routes;

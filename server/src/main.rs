@@ -34,6 +34,7 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::BenchIngest(args) => claimcheck_server::bench::run(args).await,
         Command::BenchDashboard(args) => claimcheck_server::bench_dashboard::run(args).await,
         Command::Simulate(args) => claimcheck_server::simulate::run(args).await,
+        Command::Demo(args) => claimcheck_server::demo::run(args).await,
         Command::Claims { command } => commands::claims(command).await,
         Command::Orders { command } => commands::orders(command).await,
         Command::Customers { command } => commands::customers(command).await,

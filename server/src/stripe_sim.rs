@@ -94,6 +94,8 @@ struct Answer {
 
 #[derive(Default)]
 struct SimState {
+    /// Random per simulator run, so that ids stay unique across restarts (like Stripe's).
+    instance: String,
     next_id: u64,
     keys: HashMap<String, Stored>,
     sessions: BTreeMap<String, Value>,
@@ -108,7 +110,7 @@ struct SimState {
 impl SimState {
     fn next(&mut self, prefix: &str) -> String {
         self.next_id += 1;
-        format!("{prefix}_sim{:08}", self.next_id)
+        format!("{prefix}_sim{}{:06}", self.instance, self.next_id)
     }
 }
 
@@ -173,8 +175,14 @@ impl Drop for StripeSim {
 }
 
 fn router(public_url: String) -> Router {
+    let instance = claimcheck_core::token::random_id("x")
+        .map(|id| id[2..10].to_owned())
+        .unwrap_or_else(|_| format!("{:08x}", now_ms() & 0xffff_ffff));
     let sim = Sim {
-        state: Arc::default(),
+        state: Arc::new(Mutex::new(SimState {
+            instance,
+            ..SimState::default()
+        })),
         public_url,
     };
     Router::new()

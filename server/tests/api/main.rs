@@ -8,6 +8,7 @@ mod access;
 mod cli;
 mod crash;
 mod dashboard;
+mod demo;
 mod fulfilment;
 mod health;
 mod operator_cli;

@@ -1,0 +1,492 @@
+//! `claimcheck demo`: a living system in one command. SQLite in a local data folder, the
+//! server, the Stripe API simulator, and a day of a small shop played against the real
+//! webhook endpoint with real signatures: card and SEPA payments, failed debits, refunds,
+//! Stripe-style retries, duplicates, twins, out-of-order arrival, orders opened through the
+//! order API and refunded through the outgoing client, and one worker crash that leaves a
+//! stale claim for an operator to re-drive. Ctrl-C stops everything; running it again resumes
+//! with the same data, login and secrets, and plays another day.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use claimcheck_core::auth::{Role, hash_password};
+use claimcheck_core::fulfilment::Packages;
+use claimcheck_core::payments::{self, CheckoutUrls};
+use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
+use claimcheck_core::token::{NewToken, random_id, token_hash};
+use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_core::worker::WorkerConfig;
+use claimcheck_core::{ClaimState, EventId, OrderId, Store, StoreOptions, now_ms};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::error::ServerError;
+use crate::simulate::{SimulateArgs, run_day};
+use crate::startup::{Application, DashboardConfig, ServeConfig, WebhookConfig};
+use crate::stripe_sim::StripeSim;
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Where the demo keeps its database and its login (created if missing; reused).
+    #[arg(long = "data-dir", default_value = "data/demo")]
+    pub data_dir: PathBuf,
+    /// Address of the dashboard.
+    #[arg(long, env = "CLAIMCHECK_BIND", default_value = "127.0.0.1:3000")]
+    pub bind: SocketAddr,
+    /// Folder with the built dashboard assets.
+    #[arg(
+        long = "site-root",
+        env = "LEPTOS_SITE_ROOT",
+        default_value = "target/site"
+    )]
+    pub site_root: PathBuf,
+    /// Orders in the simulated day.
+    #[arg(long, default_value_t = 120)]
+    pub orders: usize,
+    /// Deliveries per second while the day plays (0: as fast as possible).
+    #[arg(long, default_value_t = 20)]
+    pub rate: u32,
+    /// Play the day, check the invariants, print them and exit (for scripts and tests).
+    #[arg(long)]
+    pub exit_after_day: bool,
+}
+
+/// What a second run needs to find again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct DemoState {
+    webhook_secret: String,
+    api_token: String,
+    username: String,
+    password: String,
+    days: u32,
+}
+
+const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
+
+fn fail(context: &str) -> impl Fn(String) -> ServerError + '_ {
+    move |e| ServerError::Command(format!("demo: {context}: {e}"))
+}
+
+/// Writes the demo's own lines to stdout: they are its output.
+#[allow(clippy::print_stdout)]
+fn say(line: &str) {
+    println!("{line}");
+}
+
+async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, ServerError> {
+    let path = dir.join("demo.json");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        return serde_json::from_str(&text).map_err(|e| fail("demo.json")(e.to_string()));
+    }
+    let token = NewToken::generate().map_err(|e| fail("token")(e.to_string()))?;
+    let state = DemoState {
+        webhook_secret: format!(
+            "whsec_{}",
+            random_id("demo").map_err(|e| fail("secret")(e.to_string()))?
+        ),
+        api_token: token.token.clone(),
+        username: "demo".into(),
+        password: random_id("pw").map_err(|e| fail("password")(e.to_string()))?,
+        days: 0,
+    };
+    let password = state.password.clone();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| fail("password")(e.to_string()))?
+        .map_err(|e| fail("password")(e.to_string()))?;
+    let wrap = |e: claimcheck_core::StoreError| fail("database")(e.to_string());
+    store
+        .add_operator(&state.username, &hash, Role::Admin, now_ms())
+        .await
+        .map_err(wrap)?;
+    store
+        .insert_token(
+            &token.token_id,
+            "demo shop",
+            &token_hash(&token.token),
+            now_ms(),
+        )
+        .await
+        .map_err(wrap)?;
+    save_state(dir, &state)?;
+    Ok(state)
+}
+
+fn save_state(dir: &Path, state: &DemoState) -> Result<(), ServerError> {
+    let text = serde_json::to_string_pretty(state).map_err(|e| fail("demo.json")(e.to_string()))?;
+    std::fs::write(dir.join("demo.json"), text).map_err(|e| fail("demo.json")(e.to_string()))
+}
+
+struct Running {
+    addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), ServerError>>,
+}
+
+async fn start(config: ServeConfig) -> Result<Running, ServerError> {
+    let app = Application::build(config).await?;
+    let addr = app.local_addr();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(app.run_until(async {
+        let _ = stopped.await;
+    }));
+    Ok(Running { addr, stop, task })
+}
+
+impl Running {
+    async fn stop(self) -> Result<(), ServerError> {
+        let _ = self.stop.send(());
+        self.task
+            .await
+            .map_err(|e| ServerError::Command(format!("demo: server task: {e}")))?
+    }
+}
+
+fn signed(secret: &SigningSecret, body: &[u8]) -> String {
+    secret.sign(now_ms() / 1000, body)
+}
+
+async fn post_event(
+    client: &reqwest::Client,
+    base: &str,
+    secret: &SigningSecret,
+    body: &serde_json::Value,
+) -> Result<(), ServerError> {
+    let bytes = serde_json::to_vec(body).map_err(|e| fail("event")(e.to_string()))?;
+    let response = client
+        .post(format!("{base}/webhooks/stripe"))
+        .header("content-type", "application/json")
+        .header("stripe-signature", signed(secret, &bytes))
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|e| fail("webhook")(e.to_string()))?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(fail("webhook")(format!("HTTP {}", response.status())))
+    }
+}
+
+fn paid_session(order: &str, session: &str, email: &str, credits: i64) -> serde_json::Value {
+    json!({
+        "id": format!("evt_demo_paid_{order}"),
+        "object": "event",
+        "type": "checkout.session.completed",
+        "created": now_ms() / 1000,
+        "livemode": false,
+        "data": { "object": {
+            "id": session,
+            "object": "checkout.session",
+            "payment_status": "paid",
+            "payment_intent": format!("pi_demo_{order}"),
+            "client_reference_id": order,
+            "customer_email": email,
+            "metadata": { "order_id": order, "credits": credits.to_string() },
+        }},
+    })
+}
+
+/// The event whose worker crashes on `day`.
+fn crash_event(day: u32) -> String {
+    format!("evt_demo_crash_d{day}")
+}
+
+/// A worker takes the day's crash event and dies holding the lease: a real process, parked
+/// at the `after-lease` failpoint and killed, on a server with no workers of its own.
+async fn stage_worker_crash(
+    config: &ServeConfig,
+    secret: &SigningSecret,
+    client: &reqwest::Client,
+    store: &Store,
+    day: u32,
+) -> Result<(), ServerError> {
+    let crash = crash_event(day);
+    let event = EventId::parse(crash.as_str()).map_err(|e| fail("crash")(e.to_string()))?;
+    if store
+        .claim(&event, now_ms())
+        .await
+        .map_err(|e| fail("crash")(e.to_string()))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let mut quiet = config.clone();
+    quiet.workers = 0;
+    quiet.bind = ([127, 0, 0, 1], 0).into();
+    let server = start(quiet).await?;
+    let order = format!("ord_demo_crash_d{day}");
+    let mut body = paid_session(
+        &order,
+        &format!("cs_demo_crash_d{day}"),
+        "crash@demo.example",
+        40,
+    );
+    body["id"] = json!(crash);
+    post_event(client, &format!("http://{}", server.addr), secret, &body).await?;
+    let exe = std::env::current_exe().map_err(|e| fail("crash")(e.to_string()))?;
+    let mut doomed = tokio::process::Command::new(exe)
+        .args([
+            "claims",
+            "redrive",
+            crash.as_str(),
+            "--reason",
+            "demo: a worker takes it and dies",
+        ])
+        .env("DATABASE_URL", config.database_url.expose())
+        .env("CLAIMCHECK_FAILPOINT", "after-lease")
+        .env("CLAIMCHECK_LEASE_SECS", "1")
+        .env("RUST_LOG", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| fail("crash")(e.to_string()))?;
+    let leased = async {
+        loop {
+            match store.claim(&event, now_ms()).await {
+                Ok(Some(claim)) if claim.lease_owner.is_some() => return,
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), leased)
+        .await
+        .map_err(|_| fail("crash")("the doomed worker never took the lease".into()))?;
+    doomed
+        .kill()
+        .await
+        .map_err(|e| fail("crash")(e.to_string()))?;
+    server.stop().await?;
+    // Its one-second lease runs out: the claim is stale until someone re-drives it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    Ok(())
+}
+
+/// Orders opened through the order API (a Checkout Session at the simulator each), paid
+/// through their webhook; every third is refunded through the outgoing client, whose
+/// `charge.refunded` event then arrives too (credits revoked once).
+async fn api_orders(
+    base: &str,
+    state: &DemoState,
+    secret: &SigningSecret,
+    client: &reqwest::Client,
+    store: &Store,
+    stripe: &StripeApi,
+    day: u32,
+) -> Result<(usize, usize), ServerError> {
+    let (mut opened, mut refunded) = (0, 0);
+    for i in 0..6 {
+        let order = format!("ord_demo_d{day}_api{i}");
+        let email = format!("shop{i}@demo.example");
+        let response = client
+            .post(format!("{base}/api/orders"))
+            .bearer_auth(&state.api_token)
+            .json(&json!({ "order_id": order, "package": "thesis-40", "customer_email": email }))
+            .send()
+            .await
+            .map_err(|e| fail("order API")(e.to_string()))?;
+        if !response.status().is_success() {
+            return Err(fail("order API")(format!("HTTP {}", response.status())));
+        }
+        let created: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| fail("order API")(e.to_string()))?;
+        opened += 1;
+        let session = created["checkout_session_id"].as_str().unwrap_or_default();
+        post_event(
+            client,
+            base,
+            secret,
+            &paid_session(&order, session, &email, 40),
+        )
+        .await?;
+        if i % 3 == 2 {
+            let order_id =
+                OrderId::parse(order.as_str()).map_err(|e| fail("order")(e.to_string()))?;
+            // The webhook's worker pays the order first.
+            for _ in 0..100 {
+                if let Ok(Some(o)) = store.order(&order_id).await
+                    && o.status == "paid"
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            payments::refund(store, stripe, &order_id, "demo:admin", "customer asked")
+                .await
+                .map_err(|e| fail("refund")(e.to_string()))?;
+            let refunded_event = json!({
+                "id": format!("evt_demo_refunded_{order}"),
+                "object": "event",
+                "type": "charge.refunded",
+                "created": now_ms() / 1000,
+                "livemode": false,
+                "data": { "object": {
+                    "id": format!("ch_demo_{order}"),
+                    "object": "charge",
+                    "payment_intent": format!("pi_demo_{order}"),
+                    "refunded": true,
+                }},
+            });
+            post_event(client, base, secret, &refunded_event).await?;
+            refunded += 1;
+        }
+    }
+    Ok((opened, refunded))
+}
+
+/// What the demo checks once the day is played.
+#[derive(Debug, Serialize)]
+pub struct DemoReport {
+    pub day: u32,
+    pub exactly_once: bool,
+    pub api_orders: usize,
+    pub api_refunds: usize,
+    pub stale_claim: String,
+    pub stale_claim_state: String,
+}
+
+pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| fail("data folder")(e.to_string()))?;
+    let database_url: claimcheck_core::DatabaseUrl =
+        format!("sqlite://{}/claimcheck.db", args.data_dir.display())
+            .parse()
+            .map_err(|e| fail("data folder")(format!("{e}")))?;
+    let store = Store::connect(&database_url, &StoreOptions::default())
+        .await
+        .map_err(|e| fail("database")(e.to_string()))?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| fail("database")(e.to_string()))?;
+    let mut state = load_state(&args.data_dir, &store).await?;
+    state.days += 1;
+    save_state(&args.data_dir, &state)?;
+
+    let sim = StripeSim::start(([127, 0, 0, 1], 0).into()).await?;
+    let stripe = StripeApi::new(StripeConfig {
+        api_base: sim.base_url(),
+        timeout: Duration::from_secs(5),
+        ..StripeConfig::new(ApiKey::new("sk_test_demo").map_err(fail("key"))?)
+    })
+    .map_err(|e| fail("Stripe client")(e.to_string()))?;
+    let secret = SigningSecret::new(state.webhook_secret.clone())
+        .map_err(|e| fail("secret")(e.to_string()))?;
+    let verifier = SignatureVerifier::new(vec![secret.clone()], Duration::from_secs(300))
+        .map_err(|e| fail("secret")(e.to_string()))?;
+    let config = ServeConfig {
+        database_url: database_url.clone(),
+        bind: args.bind,
+        site_root: args.site_root.clone(),
+        webhook: WebhookConfig {
+            verifier: Some(verifier),
+            mode: StripeMode::Test,
+            max_body_bytes: 1024 * 1024,
+        },
+        worker: WorkerConfig {
+            // The crashed worker's claim stays stale for an operator to see and re-drive.
+            auto_rescue: false,
+            base_backoff: Duration::from_millis(500),
+            packages: PACKAGES.parse::<Packages>().map_err(fail("packages"))?,
+            ..WorkerConfig::default()
+        },
+        workers: 2,
+        stripe: Some(stripe.clone()),
+        checkout_urls: Some(CheckoutUrls {
+            success_url: format!("http://{}/?paid={{CHECKOUT_SESSION_ID}}", args.bind),
+            cancel_url: format!("http://{}/", args.bind),
+        }),
+        dashboard: DashboardConfig::default(),
+    };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| fail("HTTP client")(e.to_string()))?;
+
+    stage_worker_crash(&config, &secret, &client, &store, state.days).await?;
+    let server = start(config).await?;
+    let base = format!("http://{}", server.addr);
+    say(&format!(
+        "\nClaimcheck demo (day {}): dashboard at {base}/\n  sign in as {} / {}\n  \
+         Stripe simulator at {}; data in {}\n  playing a day of the shop now; Ctrl-C stops \
+         (run it again to resume)\n",
+        state.days,
+        state.username,
+        state.password,
+        sim.base_url(),
+        args.data_dir.display()
+    ));
+
+    let day = SimulateArgs {
+        targets: vec![base.clone()],
+        secret: state.webhook_secret.clone(),
+        api_token: state.api_token.clone(),
+        orders: args.orders,
+        rate: args.rate,
+        duplicates: 0.2,
+        twins: 0.1,
+        reorder: 0.2,
+        run: Some(format!("d{}", state.days)),
+        settle_secs: 120,
+    };
+    let play = async {
+        let (opened, refunded) =
+            api_orders(&base, &state, &secret, &client, &store, &stripe, state.days).await?;
+        let verdict = run_day(&day).await?;
+        let crash = crash_event(state.days);
+        let claim = store
+            .claim(
+                &EventId::parse(crash.as_str()).map_err(|e| fail("crash")(e.to_string()))?,
+                now_ms(),
+            )
+            .await
+            .map_err(|e| fail("database")(e.to_string()))?;
+        Ok::<_, ServerError>(DemoReport {
+            day: state.days,
+            exactly_once: verdict.exactly_once,
+            api_orders: opened,
+            api_refunds: refunded,
+            stale_claim: crash,
+            stale_claim_state: claim.map(|c| c.status).unwrap_or_else(|| "missing".into()),
+        })
+    };
+    let report = tokio::select! {
+        report = play => Some(report?),
+        _ = crate::shutdown::signal() => None,
+    };
+    if let Some(report) = &report {
+        let stale = report.stale_claim_state == ClaimState::Stale.as_str();
+        say(&format!(
+            "day {} played: {} orders through the order API ({} refunded); exactly-once {}; \
+             crashed worker's claim {} is {}{}",
+            report.day,
+            report.api_orders,
+            report.api_refunds,
+            report.exactly_once,
+            report.stale_claim,
+            report.stale_claim_state,
+            if stale {
+                " (re-drive it from the Claims page)"
+            } else {
+                ""
+            }
+        ));
+        if args.exit_after_day {
+            say(&serde_json::to_string(report).map_err(|e| fail("report")(e.to_string()))?);
+        }
+    }
+    if report.is_some() && !args.exit_after_day {
+        say("the dashboard keeps running; Ctrl-C stops it");
+        crate::shutdown::signal().await;
+    }
+    server.stop().await?;
+    sim.run_until(async {}).await?;
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! `claimcheck demo` for a short scripted day: the invariants hold at the end, the crashed
+//! worker's claim is stale and re-drivable, and a second run resumes.
+
+use serde_json::Value;
+
+use crate::helpers::TestDb;
+
+async fn claimcheck(args: &[&str], database_url: &str) -> (bool, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env("RUST_LOG", "warn")
+        .env_remove("CLAIMCHECK_BIND")
+        .env_remove("CLAIMCHECK_FAILPOINT")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn report(stdout: &str) -> Value {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no report in {stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_day_keeps_every_invariant_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo").to_str().unwrap().to_owned();
+    let data = data.as_str();
+    let url = format!("sqlite://{data}/claimcheck.db");
+    let demo = [
+        "demo",
+        "--data-dir",
+        data,
+        "--bind",
+        "127.0.0.1:0",
+        "--orders",
+        "40",
+        "--rate",
+        "0",
+        "--exit-after-day",
+    ];
+    let (ok, stdout, stderr) = claimcheck(&demo, &url).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stdout.contains("sign in as demo / pw_"), "{stdout}");
+    let day = report(&stdout);
+    assert_eq!(day["exactly_once"], true, "{stdout}");
+    assert_eq!(day["stale_claim_state"], "stale");
+    assert_eq!(day["api_refunds"], 2);
+
+    // The invariants, read from the database the demo wrote.
+    let db = TestDb::Sqlite {
+        url: url.clone(),
+        _dir: dir,
+    };
+    let doubled = db
+        .count(
+            "SELECT COUNT(*) FROM (SELECT order_id, kind FROM credit_ledger \
+             GROUP BY order_id, kind HAVING COUNT(*) > 1) AS d",
+        )
+        .await;
+    assert_eq!(doubled, 0, "one unlock and at most one revoke per order");
+    let unpaid_with_credits = db
+        .count(
+            "SELECT COUNT(*) FROM orders o WHERE o.status IN ('payment_failed', 'awaiting_payment') \
+             AND EXISTS (SELECT 1 FROM credit_ledger l WHERE l.order_id = o.order_id)",
+        )
+        .await;
+    assert_eq!(unpaid_with_credits, 0, "failed payments unlocked nothing");
+    let paid_without_unlock = db
+        .count(
+            "SELECT COUNT(*) FROM orders o WHERE o.status = 'paid' AND o.order_id NOT LIKE 'ord_demo_crash%' \
+             AND NOT EXISTS (SELECT 1 FROM credit_ledger l WHERE l.order_id = o.order_id AND l.kind = 'unlock')",
+        )
+        .await;
+    assert_eq!(paid_without_unlock, 0, "every paid order unlocked");
+    let refunds_not_revoked = db
+        .count(
+            "SELECT COUNT(*) FROM orders o WHERE o.status = 'refunded' AND (SELECT COUNT(*) \
+             FROM credit_ledger l WHERE l.order_id = o.order_id AND l.kind = 'revoke') <> 1",
+        )
+        .await;
+    assert_eq!(refunds_not_revoked, 0, "refunds revoked once");
+    assert!(
+        db.count("SELECT COUNT(*) FROM orders WHERE status = 'refunded'")
+            .await
+            >= 2
+    );
+
+    // The stale claim is visible and re-drivable, once.
+    let (ok, stale, _) = claimcheck(&["claims", "list", "--status", "stale", "--json"], &url).await;
+    assert!(ok);
+    let stale: Value = serde_json::from_str(&stale).unwrap();
+    assert_eq!(stale[0]["event_id"], "evt_demo_crash_d1", "{stale}");
+    let (ok, out, err) = claimcheck(
+        &[
+            "claims",
+            "redrive",
+            "evt_demo_crash_d1",
+            "--reason",
+            "worker crashed",
+        ],
+        &url,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM credit_ledger WHERE order_id = 'ord_demo_crash_d1'")
+            .await,
+        1
+    );
+
+    // Again: the same login, the next day, the data of the first kept.
+    let (ok, again, stderr) = claimcheck(&demo, &url).await;
+    assert!(ok, "{again}\n{stderr}");
+    let first_login = stdout.lines().find(|l| l.contains("sign in as")).unwrap();
+    assert!(again.contains(first_login.trim()), "{again}");
+    let next = report(&again);
+    assert_eq!(next["day"], 2);
+    assert_eq!(next["exactly_once"], true);
+    assert!(db.count("SELECT COUNT(*) FROM orders").await >= 2 * 40);
+}
