@@ -153,24 +153,23 @@ impl fmt::Debug for StripeApi {
     }
 }
 
-/// An attempt's answer, sorted by what to do next.
-enum Attempt {
-    Retry {
-        outcome_status: RequestStatus,
-        http_status: Option<u16>,
-        request_id: Option<String>,
-        error: String,
-    },
-    Mismatch {
-        http_status: u16,
-        request_id: Option<String>,
-        error: String,
-    },
-    Rejected {
-        http_status: u16,
-        request_id: Option<String>,
-        error: String,
-    },
+/// What to do after an attempt that did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Timeout, lost connection, 409, 429, 5xx: Stripe may have acted; ask again, same key.
+    Retry,
+    /// 400 `idempotency_error`: the parameters changed under the key. A bug to surface.
+    Mismatch,
+    /// Any other 4xx: Stripe refused; the same key would get the same answer.
+    Rejected,
+}
+
+/// A failed attempt, as it is recorded and reported.
+struct Failure {
+    next: Next,
+    http_status: Option<u16>,
+    request_id: Option<String>,
+    error: String,
 }
 
 /// Stripe's request id, when an error carries one (its `request_log_url` ends in it).
@@ -185,7 +184,13 @@ fn request_id_of(log_url: Option<&str>) -> Option<String> {
     Some(id)
 }
 
-fn classify(error: StripeError) -> Result<Attempt, CallError> {
+fn classify(error: StripeError) -> Result<Failure, CallError> {
+    let transport = |error: String| Failure {
+        next: Next::Retry,
+        http_status: None,
+        request_id: None,
+        error,
+    };
     Ok(match error {
         StripeError::Stripe(api, status) => {
             let text = format!(
@@ -197,47 +202,28 @@ fn classify(error: StripeError) -> Result<Attempt, CallError> {
                     .unwrap_or_default(),
                 api.message.as_deref().unwrap_or("no message")
             );
-            let request_id = request_id_of(api.request_log_url.as_deref());
-            if status == 400 && api.type_ == ApiErrorsType::IdempotencyError {
-                Attempt::Mismatch {
-                    http_status: status,
-                    request_id,
-                    error: text,
-                }
+            let next = if status == 400 && api.type_ == ApiErrorsType::IdempotencyError {
+                Next::Mismatch
             } else if status == 409 || status == 429 || status >= 500 {
-                Attempt::Retry {
-                    outcome_status: RequestStatus::Indeterminate,
-                    http_status: Some(status),
-                    request_id,
-                    error: format!("HTTP {status} {text}"),
-                }
+                Next::Retry
             } else {
-                Attempt::Rejected {
-                    http_status: status,
-                    request_id,
-                    error: text,
-                }
+                Next::Rejected
+            };
+            Failure {
+                next,
+                http_status: Some(status),
+                request_id: request_id_of(api.request_log_url.as_deref()),
+                error: if next == Next::Retry {
+                    format!("HTTP {status} {text}")
+                } else {
+                    text
+                },
             }
         }
-        StripeError::Timeout => Attempt::Retry {
-            outcome_status: RequestStatus::Indeterminate,
-            http_status: None,
-            request_id: None,
-            error: "timed out waiting for Stripe".into(),
-        },
-        StripeError::ClientError(e) => Attempt::Retry {
-            outcome_status: RequestStatus::Indeterminate,
-            http_status: None,
-            request_id: None,
-            error: format!("connection to Stripe failed: {e}"),
-        },
+        StripeError::Timeout => transport("timed out waiting for Stripe".into()),
+        StripeError::ClientError(e) => transport(format!("connection to Stripe failed: {e}")),
         // An unreadable answer (a proxy's HTML error page, say): Stripe may have acted.
-        StripeError::JSONDeserialize(e) => Attempt::Retry {
-            outcome_status: RequestStatus::Indeterminate,
-            http_status: None,
-            request_id: None,
-            error: format!("unreadable answer from Stripe: {e}"),
-        },
+        StripeError::JSONDeserialize(e) => transport(format!("unreadable answer from Stripe: {e}")),
         StripeError::ConfigError(e) => return Err(CallError::Config(e)),
     })
 }
@@ -335,63 +321,37 @@ impl StripeApi {
                 }
                 Err(error) => error,
             };
-            match classify(error)? {
-                Attempt::Retry {
-                    outcome_status,
-                    http_status,
-                    request_id,
-                    error,
-                } => {
+            let failure = classify(error)?;
+            let error = match failure.next {
+                Next::Mismatch => format!("{} (parameters hash now {params_hash})", failure.error),
+                _ => failure.error,
+            };
+            let outcome = RequestOutcome {
+                status: match failure.next {
+                    Next::Retry => RequestStatus::Indeterminate,
+                    Next::Mismatch | Next::Rejected => RequestStatus::Failed,
+                },
+                http_status: failure.http_status,
+                stripe_request_id: failure.request_id.as_deref(),
+                object_id: None,
+                error: Some(&error),
+            };
+            store
+                .record_stripe_outcome(&key, &outcome, now_ms())
+                .await?;
+            match failure.next {
+                Next::Retry => {
                     tracing::warn!(%key, attempt = attempts, %error, "Stripe call to retry");
-                    let outcome = RequestOutcome {
-                        status: outcome_status,
-                        http_status,
-                        stripe_request_id: request_id.as_deref(),
-                        object_id: None,
-                        error: Some(&error),
-                    };
-                    store
-                        .record_stripe_outcome(&key, &outcome, now_ms())
-                        .await?;
                     last = error;
                 }
-                Attempt::Mismatch {
-                    http_status,
-                    request_id,
-                    error,
-                } => {
+                Next::Mismatch => {
                     tracing::error!(%key, %error, "Idempotency-Key reused with other parameters");
-                    let error = format!("{error} (parameters hash now {params_hash})");
-                    let outcome = RequestOutcome {
-                        status: RequestStatus::Failed,
-                        http_status: Some(http_status),
-                        stripe_request_id: request_id.as_deref(),
-                        object_id: None,
-                        error: Some(&error),
-                    };
-                    store
-                        .record_stripe_outcome(&key, &outcome, now_ms())
-                        .await?;
                     return Err(CallError::IdempotencyMismatch { key, error });
                 }
-                Attempt::Rejected {
-                    http_status,
-                    request_id,
-                    error,
-                } => {
-                    let outcome = RequestOutcome {
-                        status: RequestStatus::Failed,
-                        http_status: Some(http_status),
-                        stripe_request_id: request_id.as_deref(),
-                        object_id: None,
-                        error: Some(&error),
-                    };
-                    store
-                        .record_stripe_outcome(&key, &outcome, now_ms())
-                        .await?;
+                Next::Rejected => {
                     return Err(CallError::Rejected {
                         key,
-                        http_status,
+                        http_status: failure.http_status.unwrap_or_default(),
                         error,
                     });
                 }

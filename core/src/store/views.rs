@@ -333,7 +333,9 @@ impl Store {
         }
         // A search first collects the matching event ids through the indexed ids (event,
         // object, and the orders' id, email, payment intent, customer), materialised so that
-        // the planner starts from them instead of walking the newest events.
+        // the planner starts from them instead of walking the newest events. One branch per
+        // column, not ORs: SQLite would scan the table for an OR once its statistics say a
+        // column (customer_id, mostly NULL) is unselective.
         let mut search_cte = String::new();
         if let Some(search) = filter
             .search
@@ -347,10 +349,12 @@ impl Store {
                 "WITH hits AS MATERIALIZED ( \
                    SELECT event_id FROM processed_stripe_events WHERE event_id = {term} \
                    UNION SELECT event_id FROM processed_stripe_events WHERE object_id = {term} \
-                   UNION SELECT e.event_id FROM orders o JOIN processed_stripe_events e \
-                     ON e.object_id = o.checkout_session_id \
-                     WHERE o.order_id = {term} OR o.customer_email = {email} \
-                        OR o.payment_intent_id = {term} OR o.customer_id = {term}) "
+                   UNION SELECT event_id FROM processed_stripe_events WHERE object_id IN ( \
+                     SELECT checkout_session_id FROM orders WHERE order_id = {term} \
+                     UNION SELECT checkout_session_id FROM orders WHERE customer_email = {email} \
+                     UNION SELECT checkout_session_id FROM orders \
+                       WHERE payment_intent_id = {term} \
+                     UNION SELECT checkout_session_id FROM orders WHERE customer_id = {term})) "
             );
             conditions.push("event_id IN (SELECT event_id FROM hits)".to_owned());
         }
@@ -410,10 +414,14 @@ impl Store {
     /// Orders a support person may mean by `term`: its id, the customer's email or id, the
     /// checkout session or the payment intent. Newest first, at most `limit`.
     pub async fn find_orders(&self, term: &str, limit: i64) -> Result<Vec<OrderView>, StoreError> {
+        // One indexed branch per column (see list_events for why not ORs).
         let sql = format!(
-            "SELECT {ORDER_COLUMNS} FROM orders \
-             WHERE order_id = $1 OR customer_email = $2 OR customer_id = $1 \
-                OR checkout_session_id = $1 OR payment_intent_id = $1 \
+            "SELECT {ORDER_COLUMNS} FROM orders WHERE order_id IN ( \
+               SELECT order_id FROM orders WHERE order_id = $1 \
+               UNION SELECT order_id FROM orders WHERE customer_email = $2 \
+               UNION SELECT order_id FROM orders WHERE customer_id = $1 \
+               UNION SELECT order_id FROM orders WHERE checkout_session_id = $1 \
+               UNION SELECT order_id FROM orders WHERE payment_intent_id = $1) \
              ORDER BY created_at DESC, order_id LIMIT $3"
         );
         let term = term.trim();
