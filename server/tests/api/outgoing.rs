@@ -25,6 +25,7 @@ on_both_backends!(
     bad_order_requests_get_clear_errors_and_create_nothing,
     tokens_refunds_and_keys_from_the_command_line,
     a_refund_killed_during_the_call_is_completed_by_the_next_run,
+    admins_refund_from_the_dashboard_and_support_cannot,
 );
 
 pub const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
@@ -843,4 +844,61 @@ async fn a_refund_killed_during_the_call_is_completed_by_the_next_run(backend: B
     assert_eq!(finished["credits_granted"], 0);
     assert_eq!(shop.objects("refunds").await.len(), 1);
     assert_eq!(shop.ledger_rows("ord_crash", "revoke").await, 1);
+}
+
+async fn admins_refund_from_the_dashboard_and_support_cannot(backend: Backend) {
+    use claimcheck_core::auth::Role;
+
+    let shop = shop(backend).await;
+    shop.paid_order("ord_dash").await;
+    let form = [("order_id", "ord_dash"), ("reason", "customer asked")];
+    let support = shop.app.sign_in_as("sam", Role::Support).await;
+    let refused = support
+        .post(shop.app.url("/dashboard/actions/refund"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(performed(&shop.log().await, "/v1/refunds").is_empty());
+
+    let admin = shop.app.sign_in_as("ada", Role::Admin).await;
+    let done = admin
+        .post(shop.app.url("/dashboard/actions/refund"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), 303);
+    let location = done.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.starts_with("/orders/ord_dash?notice=Refunded"),
+        "{location}"
+    );
+    assert_eq!(shop.credits("ord_dash").await, 0);
+    assert_eq!(performed(&shop.log().await, "/v1/refunds").len(), 1);
+    assert_eq!(
+        shop.app
+            .db
+            .count(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'refund' AND actor = 'dashboard:ada'"
+            )
+            .await,
+        2,
+        "requested and refunded"
+    );
+    // Clicking again reports it and sends nothing.
+    let again = admin
+        .post(shop.app.url("/dashboard/actions/refund"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        again.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("already")
+    );
+    assert_eq!(performed(&shop.log().await, "/v1/refunds").len(), 1);
 }
