@@ -215,9 +215,18 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
                 .collect_view()}
         </ol>
         <h2>"Order"</h2>
-        {match detail.order {
-            Some(order) => view! { <OrderSummary order/> }.into_any(),
-            None => view! { <p class="empty">"No order is linked to this event (yet)."</p> }.into_any(),
+        {match (detail.order, detail.order_id) {
+            (Some(order), _) => view! { <OrderSummary order/> }.into_any(),
+            (None, Some(id)) => {
+                view! {
+                    <p class="empty">
+                        "The event names order " <span class="mono">{id}</span>
+                        ", which has no record yet: its first fulfilment creates it."
+                    </p>
+                }
+                    .into_any()
+            }
+            (None, None) => view! { <p class="empty">"No order is linked to this event."</p> }.into_any(),
         }}
         <h2>"Deliveries"</h2>
         <ul class="plain">

@@ -129,3 +129,55 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     assert_eq!(next["exactly_once"], true);
     assert!(db.count("SELECT COUNT(*) FROM orders").await >= 2 * 40);
 }
+
+/// The demo keeps serving after its day and stops cleanly on Ctrl-C (SIGINT).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_stops_cleanly_on_ctrl_c() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args([
+            "demo",
+            "--bind",
+            "127.0.0.1:0",
+            "--orders",
+            "10",
+            "--rate",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .env_remove("CLAIMCHECK_BIND")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let waiting = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("Ctrl-C stops it") {
+                return;
+            }
+        }
+        panic!("the demo ended before serving");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), waiting)
+        .await
+        .expect("the demo played its day");
+    let pid = child.id().unwrap().to_string();
+    let sent = tokio::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("stopped within 20 s")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
