@@ -525,3 +525,16 @@ async fn the_cookie_is_secure_unless_plain_http_on_loopback() {
     let cookie = response.headers()["set-cookie"].to_str().unwrap();
     assert!(cookie.contains("Secure"), "{cookie}");
 }
+
+/// A session older than the absolute limit is over, however busy it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ends_at_the_absolute_limit() {
+    let app = spawn_app_with(crate::helpers::Backend::Sqlite, |config| {
+        config.dashboard.absolute_timeout = std::time::Duration::ZERO;
+    })
+    .await;
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    assert_eq!(app.call(&viewer, "me", &[]).await.status(), 401);
+    let page = viewer.get(app.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 303, "back to the sign-in page");
+}

@@ -13,14 +13,14 @@ use claimcheck_core::webhook::SigningSecret;
 use crate::helpers::{Backend, TestDb, WEBHOOK_SECRET, fixture};
 
 /// A `claimcheck serve` child and the lines it logs.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     lines: mpsc::Receiver<String>,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Server {
-    fn start(db: &TestDb, failpoint: Option<&str>) -> Server {
+    pub(crate) fn start(db: &TestDb, failpoint: Option<&str>) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_claimcheck"));
         command
             .arg("serve")

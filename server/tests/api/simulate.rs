@@ -69,3 +69,49 @@ async fn a_refused_token_is_reported_not_a_verdict() {
     let error = run_day(&args).await.unwrap_err();
     assert!(error.to_string().contains("API token"), "{error}");
 }
+
+/// The command itself against two `claimcheck serve` processes on one PostgreSQL database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
+    use claimcheck_core::{Store, StoreOptions};
+
+    use crate::crash::Server;
+    use crate::helpers::TestDb;
+
+    let db = TestDb::create(Backend::Postgres).await;
+    let first = Server::start(&db, None);
+    let second = Server::start(&db, None);
+    let store = Store::connect(&db.url().parse().unwrap(), &StoreOptions::default())
+        .await
+        .unwrap();
+    let token = NewToken::generate().unwrap();
+    store
+        .insert_token(
+            &token.token_id,
+            "simulate",
+            &token_hash(&token.token),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let first_url = format!("http://{}", first.addr);
+    let second_url = format!("http://{}", second.addr);
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(["simulate", "--target", &first_url, "--target", &second_url])
+        .args(["--orders", "60", "--rate", "0", "--run", "procs"])
+        .env("STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .env("CLAIMCHECK_API_TOKEN", &token.token)
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("exactly-once verdict: true"), "{stdout}");
+    assert!(stdout.contains("to 2 target(s)"), "{stdout}");
+    store.close().await;
+}
