@@ -317,6 +317,18 @@ mod tests {
     }
 
     #[test]
+    fn throttle_blocks_an_address_trying_many_usernames() {
+        let throttle = LoginThrottle::new(Duration::from_secs(60), 5, 3);
+        let addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        for name in ["a", "b", "c"] {
+            throttle.failed(name, &addr);
+        }
+        assert!(throttle.blocked("d", &addr).is_some(), "per address");
+        let elsewhere: SocketAddr = "10.0.0.3:5000".parse().unwrap();
+        assert_eq!(throttle.blocked("d", &elsewhere), None);
+    }
+
+    #[test]
     fn cross_origin_posts_are_refused() {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, "127.0.0.1:3000".parse().unwrap());

@@ -247,6 +247,10 @@ async fn sign_in_answers_the_same_for_unknown_users_and_wrong_passwords(app: Tes
     assert!(cookie.starts_with("claimcheck_session="), "{cookie}");
     assert!(cookie.contains("HttpOnly"), "{cookie}");
     assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        !cookie.contains("Secure"),
+        "plain HTTP on loopback: {cookie}"
+    );
     // A second sign-in in the same browser gets a new session id.
     let again = attempt("anna", PASSWORD).await;
     let second = again.headers()["set-cookie"].to_str().unwrap().to_owned();
@@ -505,6 +509,25 @@ async fn admins_manage_operators_and_everything_is_audited(app: TestApp) {
         .map(|a| a["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["operator_disable", "operator_add"]);
+}
+
+/// Bound beyond loopback, the cookie is `Secure` unless configured otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cookie_is_secure_when_bound_beyond_loopback() {
+    let app = spawn_app_with(crate::helpers::Backend::Sqlite, |config| {
+        config.bind = "0.0.0.0:0".parse().unwrap();
+    })
+    .await;
+    app.add_operator("anna", Role::Viewer).await;
+    let url = format!("http://127.0.0.1:{}/login", app.addr.port());
+    let response = TestApp::browser()
+        .post(url)
+        .form(&[("username", "anna"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("Secure"), "{cookie}");
 }
 
 /// Plain HTTP on a loopback address gets a cookie without `Secure`; everything else (or an

@@ -162,6 +162,32 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
 }
 
 #[test]
+fn bench_dashboard_seeds_and_times_every_page() {
+    let output = claimcheck()
+        .args(["bench-dashboard", "--claims", "3000", "--requests", "3"])
+        .env("RUST_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("seeded 3000 claims and orders"), "{stdout}");
+    for page in [
+        "events list",
+        "a page deep in the history",
+        "failed only",
+        "events, search by email",
+        "orders, search by email",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(page))
+            .unwrap_or_else(|| panic!("{page} missing: {stdout}"));
+        assert!(line.contains("p95"), "{line}");
+    }
+}
+
+#[test]
 fn a_zero_or_negative_signature_tolerance_is_refused_at_start() {
     for value in ["0", "-5"] {
         let output = claimcheck()
