@@ -268,7 +268,10 @@ impl StripeApi {
     {
         let key = operation.key(order);
         let body = request.build().body.unwrap_or_default();
-        let params_hash = sha256_hex(body.as_bytes());
+        // Stripe compares parameters, not bytes; metadata maps serialize in any order.
+        let mut pairs: Vec<&str> = body.split('&').collect();
+        pairs.sort_unstable();
+        let params_hash = sha256_hex(pairs.join("&").as_bytes());
         let record = store
             .record_stripe_request(&key, operation.as_str(), order, &params_hash, now_ms())
             .await?;

@@ -99,10 +99,17 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, ServerError>
         .map_err(|e| fail("password")(e.to_string()))?
         .map_err(|e| fail("password")(e.to_string()))?;
     let wrap = |e: claimcheck_core::StoreError| fail("database")(e.to_string());
-    store
+    // A data folder that lost its demo.json keeps its operator: give it the new password.
+    if !store
         .add_operator(&state.username, &hash, Role::Admin, now_ms())
         .await
-        .map_err(wrap)?;
+        .map_err(wrap)?
+    {
+        store
+            .set_operator_password(&state.username, &hash)
+            .await
+            .map_err(wrap)?;
+    }
     store
         .insert_token(
             &token.token_id,

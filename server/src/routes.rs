@@ -86,6 +86,9 @@ pub(crate) fn router(
     let sessions = SessionManagerLayer::new(DbSessionStore::new(state.store.clone()))
         .with_name("claimcheck_session")
         .with_http_only(true)
+        // Every request moves the idle expiry forward (a record is otherwise saved only
+        // when the session changes, and an active operator would be signed out).
+        .with_always_save(true)
         .with_same_site(SameSite::Strict)
         .with_secure(policy.secure)
         .with_path("/")

@@ -317,23 +317,45 @@ async fn handle_post(
         }
     }
 
+    // The operation runs to the end in its own task, like Stripe finishing a request whose
+    // client hung up: a dropped connection must not leave the key in flight for ever.
     let latency = sim.lock().latency_ms;
-    if latency > 0 {
-        tokio::time::sleep(Duration::from_millis(latency)).await;
-    }
-    let answer = {
-        let mut state = sim.lock();
-        let mut answer = operation(&mut state, &sim.public_url, &params);
-        answer.request_id = state.next("req");
-        if let Some(key) = &key
-            && let Some(stored) = state.keys.get_mut(key)
-        {
-            stored.answer = Some(answer.clone());
-        }
-        answer
+    let performing = {
+        let sim = sim.clone();
+        let params = params.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            if latency > 0 {
+                tokio::time::sleep(Duration::from_millis(latency)).await;
+            }
+            let answer = {
+                let mut state = sim.lock();
+                let mut answer = operation(&mut state, &sim.public_url, &params);
+                answer.request_id = state.next("req");
+                if let Some(key) = &key
+                    && let Some(stored) = state.keys.get_mut(key)
+                {
+                    stored.answer = Some(answer.clone());
+                }
+                answer
+            };
+            // Logged here, so the log has it even if the client is gone.
+            let fault = log_with_fault(&sim, entry, "performed", &answer);
+            (answer, fault)
+        })
     };
-    entry.object_id = answer.body["id"].as_str().map(str::to_owned);
-    finish_with_fault(&sim, entry, "performed", answer, false).await
+    match performing.await {
+        Ok((answer, fault)) => respond_with_fault(answer, fault, false).await,
+        Err(error) => respond(
+            &stripe_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                None,
+                &format!("the simulator failed: {error}"),
+            ),
+            false,
+        ),
+    }
 }
 
 enum KeyCheck {
@@ -404,13 +426,8 @@ fn finish(
     respond(&answer, replayed)
 }
 
-async fn finish_with_fault(
-    sim: &Sim,
-    mut entry: LogEntry,
-    outcome: &str,
-    answer: Answer,
-    replayed: bool,
-) -> Response {
+/// Takes the armed fault for this request, if any, and logs the request with it.
+fn log_with_fault(sim: &Sim, mut entry: LogEntry, outcome: &str, answer: &Answer) -> Option<Fault> {
     let fault = {
         let mut state = sim.lock();
         let armed = state
@@ -425,8 +442,14 @@ async fn finish_with_fault(
     entry.outcome = outcome.into();
     entry.http_status = answer.status.as_u16();
     entry.request_id = answer.request_id.clone();
+    entry.object_id = answer.body["id"].as_str().map(str::to_owned);
     entry.fault = fault.as_ref().map(|f| f.mode);
     push_log(sim, entry);
+    fault
+}
+
+/// The answer, or what the fault makes of it.
+async fn respond_with_fault(answer: Answer, fault: Option<Fault>, replayed: bool) -> Response {
     match fault {
         None => respond(&answer, replayed),
         Some(fault) => match fault.mode {
@@ -447,6 +470,17 @@ async fn finish_with_fault(
             }
         },
     }
+}
+
+async fn finish_with_fault(
+    sim: &Sim,
+    entry: LogEntry,
+    outcome: &str,
+    answer: Answer,
+    replayed: bool,
+) -> Response {
+    let fault = log_with_fault(sim, entry, outcome, &answer);
+    respond_with_fault(answer, fault, replayed).await
 }
 
 fn push_log(sim: &Sim, mut entry: LogEntry) {

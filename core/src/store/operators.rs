@@ -89,6 +89,20 @@ impl Store {
             .collect()
     }
 
+    /// Replaces an operator's password hash; `false` if there is no such operator.
+    pub async fn set_operator_password(
+        &self,
+        username: &str,
+        password_hash: &str,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE operators SET password_hash = $2 WHERE username = $1";
+        let n = on_pool!(self, pool => {
+            sqlx::query(SQL).bind(username).bind(password_hash).execute(pool).await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
     /// Disables (or enables again) an operator; `false` if there is no such operator.
     pub async fn set_operator_disabled(
         &self,

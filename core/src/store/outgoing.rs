@@ -164,7 +164,8 @@ const RECORD_OUTCOME: &str = "\
     UPDATE stripe_requests \
     SET status = $2, http_status = $3, stripe_request_id = COALESCE($4, stripe_request_id), \
         object_id = COALESCE($5, object_id), error = $6, updated_at = $7 \
-    WHERE idempotency_key = $1 AND status <> 'succeeded'";
+    WHERE idempotency_key = $1 AND status <> 'succeeded' \
+      AND (status IN ('pending', 'indeterminate') OR $2 = 'succeeded')";
 
 const SET_CHECKOUT: &str = "\
     UPDATE orders SET checkout_session_id = COALESCE(checkout_session_id, $2), \
@@ -311,7 +312,9 @@ impl Store {
         Ok(attempts)
     }
 
-    /// Writes what an attempt got back. A succeeded request is never overwritten.
+    /// Writes what an attempt got back. A succeeded request is never overwritten, and a
+    /// refused (failed) one only by a success: a late timeout of a concurrent caller cannot
+    /// make a refused request look worth sending again.
     pub async fn record_stripe_outcome(
         &self,
         key: &str,

@@ -58,8 +58,10 @@ impl LoginThrottle {
         ]
     }
 
-    /// Seconds to wait if either key has used up its failures.
-    fn blocked(&self, username: &str, address: &SocketAddr) -> Option<u64> {
+    /// Counts a sign-in attempt as a failure in advance, unless either key has used up its
+    /// failures (then: seconds to wait, nothing counted). One locked step, so concurrent
+    /// guesses cannot all pass the check before the first failure is recorded.
+    fn attempt(&self, username: &str, address: &SocketAddr) -> Option<u64> {
         let now = Instant::now();
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let mut wait = None;
@@ -69,34 +71,37 @@ impl LoginThrottle {
             } else {
                 self.per_address
             };
-            if let Some(times) = failures.get_mut(&key) {
-                while times
-                    .front()
-                    .is_some_and(|t| now.duration_since(*t) > self.window)
-                {
-                    times.pop_front();
-                }
-                if times.len() >= limit
-                    && let Some(oldest) = times.front()
-                {
-                    let left = self.window.saturating_sub(now.duration_since(*oldest));
-                    wait = Some(wait.unwrap_or(0).max(left.as_secs().max(1)));
-                }
+            let times = failures.entry(key).or_default();
+            while times
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > self.window)
+            {
+                times.pop_front();
+            }
+            if times.len() >= limit
+                && let Some(oldest) = times.front()
+            {
+                let left = self.window.saturating_sub(now.duration_since(*oldest));
+                wait = Some(wait.unwrap_or(0).max(left.as_secs().max(1)));
+            }
+        }
+        if wait.is_none() {
+            for (key, _) in Self::keys(username, address) {
+                failures.entry(key).or_default().push_back(now);
             }
         }
         wait
     }
 
-    fn failed(&self, username: &str, address: &SocketAddr) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        for (key, _) in Self::keys(username, address) {
-            failures.entry(key).or_default().push_back(Instant::now());
-        }
-    }
-
+    /// The password was right: the username's failures are forgotten and this attempt is
+    /// taken off the address's count.
     fn succeeded(&self, username: &str, address: &SocketAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.remove(&Self::keys(username, address)[0].0);
+        let [(user, _), (addr, _)] = Self::keys(username, address);
+        failures.remove(&user);
+        if let Some(times) = failures.get_mut(&addr) {
+            times.pop_back();
+        }
     }
 }
 
@@ -110,8 +115,16 @@ pub(super) struct LoginForm {
 
 /// Only a path on this site: never an absolute URL to somewhere else.
 fn local_path(next: Option<&str>) -> &str {
+    // Browsers drop tabs and newlines from URLs, so "/\t/evil.example" would become
+    // "//evil.example": no whitespace or control characters at all, and never two slashes
+    // (or a backslash) after the first.
     match next {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+        Some(path)
+            if path.starts_with('/')
+                && !path[1..].starts_with(['/', '\\'])
+                && !path.contains('\\')
+                && !path.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+        {
             path
         }
         _ => "/",
@@ -142,7 +155,7 @@ pub(super) async fn login(
 ) -> Response {
     let username = form.username.trim().to_owned();
     let next = form.next.as_deref();
-    if let Some(wait) = state.auth.throttle.blocked(&username, &address) {
+    if let Some(wait) = state.auth.throttle.attempt(&username, &address) {
         tracing::warn!(%username, %address, "sign-in throttled");
         let minutes = wait.div_ceil(60);
         let mut response = login_again(
@@ -165,7 +178,6 @@ pub(super) async fn login(
         .await
         .unwrap_or(false);
     let Some(credentials) = credentials.filter(|_| matches) else {
-        state.auth.throttle.failed(&username, &address);
         tracing::info!(%username, %address, "sign-in refused");
         return login_again("Wrong username or password.", next);
     };
@@ -300,6 +312,10 @@ mod tests {
         assert_eq!(local_path(Some("https://evil.example/")), "/");
         assert_eq!(local_path(Some("//evil.example/")), "/");
         assert_eq!(local_path(None), "/");
+        assert_eq!(local_path(Some("/\t/evil.example")), "/");
+        assert_eq!(local_path(Some("/\n/evil.example")), "/");
+        assert_eq!(local_path(Some("/\\evil.example")), "/");
+        assert_eq!(local_path(Some("/events?q=a%20b")), "/events?q=a%20b");
     }
 
     #[test]
@@ -307,13 +323,12 @@ mod tests {
         let throttle = LoginThrottle::new(Duration::from_secs(60), 3, 10);
         let addr: SocketAddr = "10.0.0.1:5000".parse().unwrap();
         for _ in 0..3 {
-            assert_eq!(throttle.blocked("anna", &addr), None);
-            throttle.failed("anna", &addr);
+            assert_eq!(throttle.attempt("anna", &addr), None);
         }
-        assert!(throttle.blocked("Anna", &addr).is_some());
-        assert_eq!(throttle.blocked("ben", &addr), None, "per username");
+        assert!(throttle.attempt("Anna", &addr).is_some());
+        assert_eq!(throttle.attempt("ben", &addr), None, "per username");
         throttle.succeeded("anna", &addr);
-        assert_eq!(throttle.blocked("anna", &addr), None);
+        assert_eq!(throttle.attempt("anna", &addr), None);
     }
 
     #[test]
@@ -321,11 +336,11 @@ mod tests {
         let throttle = LoginThrottle::new(Duration::from_secs(60), 5, 3);
         let addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
         for name in ["a", "b", "c"] {
-            throttle.failed(name, &addr);
+            assert_eq!(throttle.attempt(name, &addr), None);
         }
-        assert!(throttle.blocked("d", &addr).is_some(), "per address");
+        assert!(throttle.attempt("d", &addr).is_some(), "per address");
         let elsewhere: SocketAddr = "10.0.0.3:5000".parse().unwrap();
-        assert_eq!(throttle.blocked("d", &elsewhere), None);
+        assert_eq!(throttle.attempt("d", &elsewhere), None);
     }
 
     #[test]

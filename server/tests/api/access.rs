@@ -260,8 +260,9 @@ async fn sign_in_answers_the_same_for_unknown_users_and_wrong_passwords(app: Tes
         "the session id changes at sign-in"
     );
 
-    // Five failures for one username: the sixth attempt is throttled, even with the right
-    // password.
+    // Signed out, five failures for one username: the sixth attempt is throttled, even with
+    // the right password.
+    client.post(app.url("/logout")).send().await.unwrap();
     for _ in 0..5 {
         attempt("anna", "guessing").await;
     }

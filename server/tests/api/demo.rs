@@ -128,6 +128,28 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     assert_eq!(next["day"], 2);
     assert_eq!(next["exactly_once"], true);
     assert!(db.count("SELECT COUNT(*) FROM orders").await >= 2 * 40);
+
+    // A folder that lost its demo.json gets a new password that works.
+    std::fs::remove_file(format!("{data}/demo.json")).unwrap();
+    let (ok, third, stderr) = claimcheck(&demo, &url).await;
+    assert!(ok, "{third}\n{stderr}");
+    let password = third
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sign in as demo / "))
+        .unwrap()
+        .to_owned();
+    let store = claimcheck_core::Store::connect(
+        &url.parse().unwrap(),
+        &claimcheck_core::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let hash = store.operator("demo").await.unwrap().unwrap().password_hash;
+    assert!(claimcheck_core::auth::verify_password(
+        &password,
+        Some(&hash)
+    ));
+    store.close().await;
 }
 
 /// The demo keeps serving after its day and stops cleanly on Ctrl-C (SIGINT).

@@ -26,6 +26,8 @@ on_both_backends!(
     tokens_refunds_and_keys_from_the_command_line,
     a_refund_killed_during_the_call_is_completed_by_the_next_run,
     admins_refund_from_the_dashboard_and_support_cannot,
+    a_call_given_up_while_stripe_works_gets_the_replay,
+    a_refused_request_stays_refused,
 );
 
 pub const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
@@ -901,4 +903,68 @@ async fn admins_refund_from_the_dashboard_and_support_cannot(backend: Backend) {
             .contains("already")
     );
     assert_eq!(performed(&shop.log().await, "/v1/refunds").len(), 1);
+}
+
+/// The client's timeout (400 ms) ends the first attempt while the simulator still works on
+/// it (600 ms); the retry meets it in flight (409), the next gets its answer replayed.
+async fn a_call_given_up_while_stripe_works_gets_the_replay(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_slowpoke").await;
+    shop.latency(600).await;
+    let refunded = shop.refund("ord_slowpoke").await.unwrap();
+    let log = shop.log().await;
+    let refunds = performed(&log, "/v1/refunds");
+    assert_eq!(refunds.len(), 1, "{log:#?}");
+    assert_eq!(refunded.refund_id, refunds[0].object_id);
+    assert!(log.iter().any(|e| e.outcome == "replayed"), "{log:#?}");
+    assert_eq!(shop.ledger_rows("ord_slowpoke", "revoke").await, 1);
+}
+
+/// A late "no answer" from a concurrent caller cannot turn a refused request back into one
+/// worth sending.
+async fn a_refused_request_stays_refused(backend: Backend) {
+    use claimcheck_core::{RequestOutcome, RequestStatus};
+
+    let shop = shop(backend).await;
+    shop.paid_order("ord_refused").await;
+    let store = &shop.app.store;
+    let order = OrderId::parse("ord_refused").unwrap();
+    store
+        .record_stripe_request("refund:ord_refused", "refund", &order, "h", now_ms())
+        .await
+        .unwrap();
+    let outcome = |status, error: &'static str| RequestOutcome {
+        status,
+        http_status: Some(400),
+        stripe_request_id: None,
+        object_id: None,
+        error: Some(error),
+    };
+    store
+        .record_stripe_outcome(
+            "refund:ord_refused",
+            &outcome(RequestStatus::Failed, "invalid_request_error: no"),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    store
+        .record_stripe_outcome(
+            "refund:ord_refused",
+            &outcome(RequestStatus::Indeterminate, "timed out"),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let request = store
+        .stripe_request("refund:ord_refused")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(request.status, RequestStatus::Failed);
+    assert_eq!(request.error.as_deref(), Some("invalid_request_error: no"));
+    // And the refund is not sent again.
+    let error = shop.refund("ord_refused").await.unwrap_err();
+    assert!(error.to_string().contains("refused"), "{error}");
+    assert!(performed(&shop.log().await, "/v1/refunds").is_empty());
 }
