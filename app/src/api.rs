@@ -486,11 +486,9 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         _ => order.as_ref().map(|o| o.order_id.clone()),
     };
     let audit = store
-        .audit_log(None, 200)
+        .audit_for(&claim.event_id)
         .await
-        .map_err(server::unavailable)?
-        .into_iter()
-        .filter(|a| a.target == claim.event_id);
+        .map_err(server::unavailable)?;
     let mut timeline = vec![TimelineEntry {
         at: server::time(claim.received_at),
         what: "claimed (first delivery)".into(),

@@ -171,6 +171,17 @@ impl Store {
         Ok(n)
     }
 
+    /// Every audit entry about `target` (an event id, an order id, an operator), oldest
+    /// first.
+    pub async fn audit_for(&self, target: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        const SQL: &str = "SELECT id, at, actor, action, target, reason, outcome FROM audit_log \
+                           WHERE target = $1 ORDER BY id";
+        let entries = on_pool!(self, pool => {
+            sqlx::query_as(SQL).bind(target).fetch_all(pool).await
+        })?;
+        Ok(entries)
+    }
+
     /// The audit log, newest first, `limit` entries older than `before` (an id) if given.
     pub async fn audit_log(
         &self,
