@@ -428,6 +428,19 @@ async fn support_redrives_a_stale_claim_once_even_when_two_click(app: TestApp) {
         1,
         "{outcomes:?}"
     );
+    // The event's timeline shows both, from the audit entries about it.
+    let event: Value = app
+        .call(&sam, "event", &[("event_id", "evt_pub0001paid")])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let timeline = event["timeline"].to_string();
+    assert_eq!(
+        timeline.matches("redrive by dashboard:s").count(),
+        2,
+        "{timeline}"
+    );
 }
 
 async fn admins_manage_operators_and_everything_is_audited(app: TestApp) {
@@ -512,13 +525,9 @@ async fn admins_manage_operators_and_everything_is_audited(app: TestApp) {
     assert_eq!(actions, ["operator_disable", "operator_add"]);
 }
 
-/// Bound beyond loopback, the cookie is `Secure` unless configured otherwise.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cookie_is_secure_when_bound_beyond_loopback() {
-    let app = spawn_app_with(crate::helpers::Backend::Sqlite, |config| {
-        config.bind = "0.0.0.0:0".parse().unwrap();
-    })
-    .await;
+/// The session cookie a server configured by `customize` sets at sign-in.
+async fn sign_in_cookie(customize: impl FnOnce(&mut claimcheck_server::ServeConfig)) -> String {
+    let app = spawn_app_with(crate::helpers::Backend::Sqlite, customize).await;
     app.add_operator("anna", Role::Viewer).await;
     let url = format!("http://127.0.0.1:{}/login", app.addr.port());
     let response = TestApp::browser()
@@ -527,7 +536,16 @@ async fn the_cookie_is_secure_when_bound_beyond_loopback() {
         .send()
         .await
         .unwrap();
-    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Bound beyond loopback, the cookie is `Secure` unless configured otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cookie_is_secure_when_bound_beyond_loopback() {
+    let cookie = sign_in_cookie(|config| config.bind = "0.0.0.0:0".parse().unwrap()).await;
     assert!(cookie.contains("Secure"), "{cookie}");
 }
 
@@ -535,18 +553,7 @@ async fn the_cookie_is_secure_when_bound_beyond_loopback() {
 /// explicit setting) gets `Secure`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cookie_is_secure_unless_plain_http_on_loopback() {
-    let app = spawn_app_with(crate::helpers::Backend::Sqlite, |config| {
-        config.dashboard.secure_cookie = Some(true);
-    })
-    .await;
-    app.add_operator("anna", Role::Viewer).await;
-    let response = TestApp::browser()
-        .post(app.url("/login"))
-        .form(&[("username", "anna"), ("password", PASSWORD)])
-        .send()
-        .await
-        .unwrap();
-    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    let cookie = sign_in_cookie(|config| config.dashboard.secure_cookie = Some(true)).await;
     assert!(cookie.contains("Secure"), "{cookie}");
 }
 
