@@ -195,6 +195,21 @@ fn print_json(value: &impl Serialize) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// A list as JSON (the items themselves) or as a table of `row`s under `header`.
+fn print_list<T: Serialize>(
+    output: &Output,
+    items: &[T],
+    header: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+) -> Result<(), ServerError> {
+    if output.json {
+        return print_json(&items);
+    }
+    let rows: Vec<Vec<String>> = items.iter().map(row).collect();
+    print(&table(header, &rows));
+    Ok(())
+}
+
 /// Left-aligned columns, for people.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -554,12 +569,11 @@ pub async fn tokens(command: TokensCommand) -> Result<(), ServerError> {
         TokensCommand::List { output, database } => {
             let store = open(&database).await?;
             let tokens = store.list_tokens().await.map_err(database.error())?;
-            if output.json {
-                return print_json(&tokens);
-            }
-            let rows: Vec<Vec<String>> = tokens
-                .iter()
-                .map(|t| {
+            print_list(
+                &output,
+                &tokens,
+                &["ID", "NAME", "CREATED", "LAST USED", "STATE"],
+                |t| {
                     vec![
                         t.token_id.clone(),
                         t.name.clone(),
@@ -572,13 +586,8 @@ pub async fn tokens(command: TokensCommand) -> Result<(), ServerError> {
                         }
                         .to_owned(),
                     ]
-                })
-                .collect();
-            print(&table(
-                &["ID", "NAME", "CREATED", "LAST USED", "STATE"],
-                &rows,
-            ));
-            Ok(())
+                },
+            )
         }
         TokensCommand::Revoke { token_id, database } => {
             let store = open(&database).await?;
@@ -701,12 +710,11 @@ pub async fn operator(command: OperatorCommand) -> Result<(), ServerError> {
         OperatorCommand::List { output, database } => {
             let store = open(&database).await?;
             let operators = store.operators().await.map_err(database.error())?;
-            if output.json {
-                return print_json(&operators);
-            }
-            let rows: Vec<Vec<String>> = operators
-                .iter()
-                .map(|o| {
+            print_list(
+                &output,
+                &operators,
+                &["USERNAME", "ROLE", "CREATED", "STATE"],
+                |o| {
                     vec![
                         o.username.clone(),
                         o.role.to_string(),
@@ -718,10 +726,8 @@ pub async fn operator(command: OperatorCommand) -> Result<(), ServerError> {
                         }
                         .to_owned(),
                     ]
-                })
-                .collect();
-            print(&table(&["USERNAME", "ROLE", "CREATED", "STATE"], &rows));
-            Ok(())
+                },
+            )
         }
         OperatorCommand::Disable { username, database } => {
             change_access(&username, &database, "disable").await
