@@ -121,6 +121,8 @@ pub struct EventDetail {
 pub struct LedgerRow {
     pub kind: String,
     pub delta: i64,
+    /// The money behind the step, in words (`refund of CHF 24.50`).
+    pub money: String,
     /// The event (or, for a refund Claimcheck made, the request) behind the entry.
     pub source: String,
     pub source_is_event: bool,
@@ -151,6 +153,14 @@ pub struct OrderDetail {
     pub payment_intent_id: Option<String>,
     pub checkout_session_id: Option<String>,
     pub created_at: String,
+    /// What was paid, formatted (`CHF 49.00`), when known.
+    pub paid: Option<String>,
+    /// Refunded and not failed, formatted.
+    pub refunded: Option<String>,
+    /// What an admin may still refund, formatted; `None` when nothing can be refunded.
+    pub refundable: Option<String>,
+    /// The dispute, when there is one: open, won or lost.
+    pub dispute: Option<String>,
     pub ledger: Vec<LedgerRow>,
     pub requests: Vec<KeyRow>,
 }
@@ -184,6 +194,7 @@ pub struct OperatorRow {
 #[cfg(feature = "ssr")]
 mod server {
     use claimcheck_core::auth::{Role, SignedIn};
+    use claimcheck_core::money::{OrderStatus, format_money};
     use claimcheck_core::{ClaimView, OrderView, Store, StoreError, now_ms};
     use leptos::prelude::*;
 
@@ -262,18 +273,66 @@ mod server {
     }
 
     pub fn order_detail(o: OrderView) -> OrderDetail {
-        OrderDetail {
-            ledger: o
-                .ledger
-                .into_iter()
-                .map(|e| LedgerRow {
+        let currency = o.currency.clone().unwrap_or_else(|| "chf".into());
+        let money = |minor: i64| format_money(minor, &currency);
+        // Revokes and restores carry the refunded total after them; each step's own money is
+        // the difference to the one before.
+        let mut refunded_before = 0;
+        let ledger = o
+            .ledger
+            .into_iter()
+            .map(|e| {
+                let words = match (e.kind.as_str(), e.amount) {
+                    ("unlock", _) => o.amount.map(|a| format!("paid {}", money(a))),
+                    ("revoke", Some(total)) => {
+                        let step = total - refunded_before;
+                        refunded_before = total;
+                        Some(format!(
+                            "refund of {} ({} refunded in all)",
+                            money(step),
+                            money(total)
+                        ))
+                    }
+                    ("restore", Some(total)) => {
+                        let step = refunded_before - total;
+                        refunded_before = total;
+                        Some(format!(
+                            "refund of {} failed; {} refunded in all",
+                            money(step),
+                            money(total)
+                        ))
+                    }
+                    ("dispute_hold", Some(a)) => Some(format!("dispute over {}", money(a))),
+                    ("dispute_release", _) => Some("dispute won".to_owned()),
+                    _ => None,
+                };
+                LedgerRow {
                     kind: e.kind,
                     delta: e.delta,
+                    money: words.unwrap_or_default(),
                     source_is_event: e.event_id.is_some(),
                     source: e.event_id.or(e.idempotency_key).unwrap_or_default(),
                     at: time(e.created_at),
-                })
-                .collect(),
+                }
+            })
+            .collect();
+        let status = o.status.parse::<OrderStatus>().ok();
+        let refundable = match (status, o.amount) {
+            (Some(s), Some(amount))
+                if s.is_paid()
+                    && !matches!(s, OrderStatus::Disputed | OrderStatus::Chargeback)
+                    && amount > o.amount_refunded =>
+            {
+                Some(money(amount - o.amount_refunded))
+            }
+            _ => None,
+        };
+        OrderDetail {
+            paid: o.amount.map(money),
+            refunded: (o.amount_refunded > 0).then(|| money(o.amount_refunded)),
+            refundable,
+            dispute: o.dispute_status.clone(),
+            ledger,
             requests: o
                 .stripe_requests
                 .into_iter()
@@ -476,7 +535,9 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
     let planned = plan(&claim.event_type, &payload, &Packages::default());
     let order = match &planned {
         Ok(Plan::Session { order, .. }) => store.order(&order.order_id).await,
-        Ok(Plan::Refund { payment_intent }) => store.order_by_payment_intent(payment_intent).await,
+        Ok(Plan::Money { payment_intent, .. }) => {
+            store.order_by_payment_intent(payment_intent).await
+        }
         _ => Ok(None),
     }
     .map_err(server::unavailable)?

@@ -1,7 +1,8 @@
 //! What fulfilling a claimed event means, decided from the event alone (no I/O): unlock an
-//! order's credits, let it wait for payment, mark its payment failed, or revoke it after a
-//! refund. The store applies the plan; every effect there is keyed by the order, not the
-//! event, so applying it twice or from a twin changes nothing.
+//! order's credits, let it wait for payment, mark its payment failed, or record what later
+//! happened to its money (a refund, a failed refund, a dispute). The store applies the plan;
+//! every effect there is keyed by the order, not the event, so applying it twice or from a
+//! twin changes nothing.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -9,6 +10,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use crate::ids::{IdError, OrderId};
+use crate::money::DisputeStatus;
 
 /// What a package sells: credits, and the price the order API asks Stripe to charge.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +103,29 @@ pub struct OrderFacts {
     pub package: Option<String>,
     pub credits: i64,
     pub payment_status: String,
+    /// The session's `amount_total` and `currency`, when it says.
+    pub amount: Option<i64>,
+    pub currency: Option<String>,
+}
+
+/// What happened to a paid order's money, as one event tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MoneyEvent {
+    /// `charge.refunded`: the charge's amount and its cumulative refunded amount (each refund
+    /// of the charge sends one, partial ones included).
+    Refunded {
+        charge_amount: Option<i64>,
+        amount_refunded: i64,
+    },
+    /// `refund.failed`: the refund's money came back.
+    RefundFailed { refund_id: String, amount: i64 },
+    /// `charge.dispute.created`: the customer's bank disputes the charge.
+    DisputeOpened { dispute_id: String },
+    /// `charge.dispute.closed`: won (or an inquiry closed) or lost.
+    DisputeClosed {
+        dispute_id: String,
+        status: DisputeStatus,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,10 +134,11 @@ pub enum Plan {
         order: OrderFacts,
         action: SessionAction,
     },
-    /// A fully refunded charge: revoke the credits of the order its payment intent paid.
-    Refund { payment_intent: String },
-    /// A partial refund: recorded on the claim, credits kept.
-    PartialRefund,
+    /// A fact about the money of the order its payment intent paid.
+    Money {
+        payment_intent: String,
+        event: MoneyEvent,
+    },
 }
 
 /// Why an event cannot be fulfilled. Each is a failed attempt with this message on the claim.
@@ -132,8 +158,15 @@ pub enum PlanError {
     BadCredits { order_id: String, value: String },
     #[error("the session's payment_status '{0}' is unknown")]
     UnknownPaymentStatus(String),
-    #[error("the refunded charge has no payment_intent to find its order by")]
-    NoPaymentIntent,
+    #[error("the {0} has no payment_intent to find its order by")]
+    NoPaymentIntent(&'static str),
+    #[error("the {object} has no usable {field}")]
+    MissingField {
+        object: &'static str,
+        field: &'static str,
+    },
+    #[error("the closed dispute's status '{0}' is neither won, warning_closed nor lost")]
+    UnknownDisputeStatus(String),
     #[error("Claimcheck does not fulfil {0} events")]
     NotActing(String),
 }
@@ -165,6 +198,10 @@ struct Session {
     customer_email: Option<String>,
     #[serde(default)]
     customer_details: Option<CustomerDetails>,
+    #[serde(default)]
+    amount_total: Option<i64>,
+    #[serde(default)]
+    currency: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -178,7 +215,21 @@ struct Charge {
     #[serde(default)]
     payment_intent: Option<serde_json::Value>,
     #[serde(default)]
-    refunded: bool,
+    amount: Option<i64>,
+    #[serde(default)]
+    amount_refunded: Option<i64>,
+}
+
+/// A refund or a dispute: an id, an amount, the payment intent it belongs to.
+#[derive(Deserialize)]
+struct MoneyObject {
+    id: String,
+    #[serde(default)]
+    payment_intent: Option<serde_json::Value>,
+    #[serde(default)]
+    amount: Option<i64>,
+    #[serde(default)]
+    status: Option<String>,
 }
 
 /// An expandable Stripe field: an id string, or the expanded object with an `id`.
@@ -204,6 +255,9 @@ pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan
         "checkout.session.async_payment_succeeded" => Some(SessionAction::Unlock),
         "checkout.session.async_payment_failed" => Some(SessionAction::PaymentFailed),
         "charge.refunded" => return plan_refund(payload),
+        "refund.failed" | "charge.dispute.created" | "charge.dispute.closed" => {
+            return plan_money(event_type, payload);
+        }
         other => return Err(PlanError::NotActing(other.to_owned())),
     };
     let event: Event<Session> =
@@ -254,6 +308,8 @@ pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan
             package,
             credits,
             payment_status,
+            amount: session.amount_total.filter(|a| *a >= 0),
+            currency: session.currency.map(|c| c.to_ascii_lowercase()),
         },
         action,
     })
@@ -263,11 +319,67 @@ fn plan_refund(payload: &str) -> Result<Plan, PlanError> {
     let event: Event<Charge> =
         serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
     let charge = event.data.object;
-    if !charge.refunded {
-        return Ok(Plan::PartialRefund);
-    }
-    let payment_intent = expandable_id(charge.payment_intent).ok_or(PlanError::NoPaymentIntent)?;
-    Ok(Plan::Refund { payment_intent })
+    let amount_refunded =
+        charge
+            .amount_refunded
+            .filter(|a| *a >= 0)
+            .ok_or(PlanError::MissingField {
+                object: "refunded charge",
+                field: "amount_refunded",
+            })?;
+    let payment_intent = expandable_id(charge.payment_intent)
+        .ok_or(PlanError::NoPaymentIntent("refunded charge"))?;
+    Ok(Plan::Money {
+        payment_intent,
+        event: MoneyEvent::Refunded {
+            charge_amount: charge.amount.filter(|a| *a >= 0),
+            amount_refunded,
+        },
+    })
+}
+
+fn plan_money(event_type: &str, payload: &str) -> Result<Plan, PlanError> {
+    let event: Event<MoneyObject> =
+        serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
+    let object = event.data.object;
+    let what = if event_type == "refund.failed" {
+        "failed refund"
+    } else {
+        "dispute"
+    };
+    let payment_intent =
+        expandable_id(object.payment_intent).ok_or(PlanError::NoPaymentIntent(what))?;
+    let event = match event_type {
+        "refund.failed" => MoneyEvent::RefundFailed {
+            refund_id: object.id,
+            amount: object
+                .amount
+                .filter(|a| *a >= 0)
+                .ok_or(PlanError::MissingField {
+                    object: what,
+                    field: "amount",
+                })?,
+        },
+        "charge.dispute.created" => MoneyEvent::DisputeOpened {
+            dispute_id: object.id,
+        },
+        _ => {
+            let status = object.status.unwrap_or_default();
+            let status = match status.as_str() {
+                "won" | "warning_closed" => DisputeStatus::Won,
+                "lost" => DisputeStatus::Lost,
+                _ => return Err(PlanError::UnknownDisputeStatus(status)),
+            };
+            MoneyEvent::DisputeClosed {
+                dispute_id: object.id,
+                status,
+            }
+        }
+    };
+    Ok(Plan::Money {
+        payment_intent,
+        event,
+    })
 }
 
 #[cfg(test)]
@@ -338,12 +450,99 @@ mod tests {
     }
 
     #[test]
-    fn a_full_refund_names_the_payment_intent() {
+    fn a_refund_names_the_payment_intent_and_the_cumulative_amount() {
         assert_eq!(
             plan_fixture("charge.refunded", "charge.refunded").unwrap(),
-            Plan::Refund {
-                payment_intent: "pi_pub00013Mxc9vLkdIwHu7ix".into()
+            Plan::Money {
+                payment_intent: "pi_pub00013Mxc9vLkdIwHu7ix".into(),
+                event: MoneyEvent::Refunded {
+                    charge_amount: Some(4900),
+                    amount_refunded: 4900,
+                }
             }
+        );
+        let partial = r#"{"data":{"object":{"id":"ch_1","object":"charge","amount":4900,
+            "amount_refunded":2450,"refunded":false,"payment_intent":{"id":"pi_1"}}}}"#;
+        assert_eq!(
+            plan("charge.refunded", partial, &Packages::default()).unwrap(),
+            Plan::Money {
+                payment_intent: "pi_1".into(),
+                event: MoneyEvent::Refunded {
+                    charge_amount: Some(4900),
+                    amount_refunded: 2450,
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn failed_refunds_and_disputes_name_their_order_and_outcome() {
+        let refund = r#"{"data":{"object":{"id":"re_1","object":"refund","amount":2450,
+            "payment_intent":"pi_1","status":"failed"}}}"#;
+        assert_eq!(
+            plan("refund.failed", refund, &Packages::default()).unwrap(),
+            Plan::Money {
+                payment_intent: "pi_1".into(),
+                event: MoneyEvent::RefundFailed {
+                    refund_id: "re_1".into(),
+                    amount: 2450
+                }
+            }
+        );
+        let dispute = |status: &str| {
+            format!(
+                r#"{{"data":{{"object":{{"id":"dp_1","object":"dispute","amount":4900,
+                "payment_intent":"pi_1","status":"{status}"}}}}}}"#
+            )
+        };
+        let closed = |status: &str| {
+            plan(
+                "charge.dispute.closed",
+                &dispute(status),
+                &Packages::default(),
+            )
+        };
+        assert!(matches!(
+            closed("won").unwrap(),
+            Plan::Money {
+                event: MoneyEvent::DisputeClosed {
+                    status: DisputeStatus::Won,
+                    ..
+                },
+                ..
+            }
+        ));
+        assert!(matches!(
+            closed("lost").unwrap(),
+            Plan::Money {
+                event: MoneyEvent::DisputeClosed {
+                    status: DisputeStatus::Lost,
+                    ..
+                },
+                ..
+            }
+        ));
+        assert_eq!(
+            closed("needs_response"),
+            Err(PlanError::UnknownDisputeStatus("needs_response".into()))
+        );
+        assert!(matches!(
+            plan(
+                "charge.dispute.created",
+                &dispute("needs_response"),
+                &Packages::default()
+            )
+            .unwrap(),
+            Plan::Money {
+                event: MoneyEvent::DisputeOpened { .. },
+                ..
+            }
+        ));
+        let orphan =
+            r#"{"data":{"object":{"id":"dp_2","object":"dispute","payment_intent":null}}}"#;
+        assert_eq!(
+            plan("charge.dispute.created", orphan, &Packages::default()),
+            Err(PlanError::NoPaymentIntent("dispute"))
         );
     }
 

@@ -10,6 +10,7 @@ mod error;
 mod failpoint;
 pub mod fulfilment;
 mod ids;
+pub mod money;
 pub mod payments;
 mod store;
 pub mod stripe;

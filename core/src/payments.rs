@@ -1,6 +1,6 @@
-//! What Claimcheck asks Stripe to do: open a Checkout Session for an order, refund an order.
-//! Both go through [`StripeApi::send`], so each has one Idempotency-Key per order, recorded
-//! before it is sent.
+//! What Claimcheck asks Stripe to do: open a Checkout Session for an order, refund an order
+//! in full or in part. Both go through [`StripeApi::send`], so each has an Idempotency-Key
+//! derived from the order, recorded before it is sent.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -17,7 +17,8 @@ use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::Packages;
 use crate::ids::{IdError, OrderId};
-use crate::store::{NewOrder, OrderCreation, OrderView, Store};
+use crate::money::OrderStatus;
+use crate::store::{NewOrder, OrderCreation, OrderView, RequestStatus, Store, StripeRequestView};
 use crate::stripe::{CallError, Operation, Sent, StripeApi};
 use crate::token::{RandomError, random_id};
 
@@ -55,6 +56,28 @@ pub enum PaymentError {
     NotRefundable { order_id: OrderId, status: String },
     #[error("order {0} has no payment intent on record: refund it in the Stripe Dashboard")]
     NoPaymentIntent(OrderId),
+    #[error("order {0} has no amount on record: refund it in the Stripe Dashboard")]
+    NoAmount(OrderId),
+    #[error(
+        "order {order_id}: {requested} is not a refundable amount (1 to {refundable} minor units are left)"
+    )]
+    BadAmount {
+        order_id: OrderId,
+        requested: i64,
+        refundable: i64,
+    },
+    #[error(
+        "order {order_id}: the refund {key} has no answer yet; asking again without --amount \
+         (or with its amount, {amount}) sends it again under the same key"
+    )]
+    RefundUnanswered {
+        order_id: OrderId,
+        key: String,
+        amount: i64,
+    },
+    /// The order is paid, refunded, disputed or failed: no new Checkout Session is opened.
+    #[error("order {} is {}: nothing is left to pay", .0.order_id, .0.status)]
+    Settled(Box<OrderView>),
     #[error(transparent)]
     Call(#[from] CallError),
     #[error(transparent)]
@@ -84,9 +107,16 @@ fn check_email(email: &str) -> Result<String, PaymentError> {
     }
 }
 
+/// Stripe expires an unpaid Checkout Session after 24 hours (`expires_at`). A new one is
+/// opened only this long after that, so that a payment finishing at the last second is never
+/// made twice.
+const EXPIRY_MARGIN_MS: i64 = 10 * 60 * 1000;
+
 /// Records the order (unless it exists) and opens its Checkout Session (unless it has one).
 /// Asking again for the same order returns the same session: the key is
-/// `checkout-session:<order_id>` and a succeeded request is never sent twice.
+/// `checkout-session:<order_id>` and a succeeded request is never sent twice. An order that
+/// is paid, refunded, disputed or failed is [`PaymentError::Settled`]; an open order whose
+/// session expired gets a new one under the next key (`checkout-session:<order_id>:2`).
 pub async fn open_checkout(
     store: &Store,
     api: &StripeApi,
@@ -119,7 +149,25 @@ pub async fn open_checkout(
         OrderCreation::Existing => false,
         OrderCreation::Conflict => return Err(PaymentError::OrderConflict(order_id)),
     };
-    let order = existing_order(store, &order_id).await?;
+    let mut order = existing_order(store, &order_id).await?;
+    if order_status(&order)?.is_settled() {
+        return Err(PaymentError::Settled(Box::new(order)));
+    }
+    let now = now_ms();
+    let expired = order
+        .checkout_expires_at
+        .is_some_and(|at| now > at.saturating_add(EXPIRY_MARGIN_MS));
+    if expired {
+        // Of two callers at once, one moves the order to the next generation; both then send
+        // that generation's key.
+        store
+            .expire_checkout(&order_id, order.checkout_generation, now)
+            .await?;
+        order = existing_order(store, &order_id).await?;
+        if order_status(&order)?.is_settled() {
+            return Err(PaymentError::Settled(Box::new(order)));
+        }
+    }
     if order.checkout_url.is_some() {
         return Ok(Checkout { order, created });
     }
@@ -153,17 +201,20 @@ pub async fn open_checkout(
         session = session.customer_email(email.as_str());
     }
 
+    let operation = Operation::CheckoutSession {
+        generation: order.checkout_generation,
+    };
     let sent = api
-        .send(
-            store,
-            Operation::CheckoutSession,
-            &order_id,
-            &session,
-            |s| s.id.as_str().to_owned(),
-        )
+        .send(store, operation, &order_id, &session, |s| {
+            s.id.as_str().to_owned()
+        })
         .await?;
-    let (session_id, url) = match sent {
-        Sent::Answered(session) => (session.id.as_str().to_owned(), session.url),
+    let (session_id, url, expires_at) = match sent {
+        Sent::Answered(session) => (
+            session.id.as_str().to_owned(),
+            session.url,
+            session.expires_at,
+        ),
         // Created before, but the process stopped before the order learnt its URL: read the
         // session back (a GET, nothing is created).
         Sent::AlreadySucceeded(record) => {
@@ -174,11 +225,17 @@ pub async fn open_checkout(
                 ))
             })?;
             let session = api.retrieve_checkout_session(&id).await?;
-            (id, session.url)
+            (id, session.url, session.expires_at)
         }
     };
     store
-        .set_checkout_session(&order_id, &session_id, url.as_deref(), now_ms())
+        .set_checkout_session(
+            &order_id,
+            &session_id,
+            url.as_deref(),
+            expires_at.saturating_mul(1000),
+            now_ms(),
+        )
         .await?;
     Ok(Checkout {
         order: existing_order(store, &order_id).await?,
@@ -199,75 +256,126 @@ pub struct Refunded {
     pub order: OrderView,
     /// Stripe's refund id, when Claimcheck made the refund.
     pub refund_id: Option<String>,
+    /// The refund's amount in minor units (`None` for one nobody asked for now).
+    pub amount: Option<i64>,
     /// Whether this call wrote the revoke (false: the `charge.refunded` event or an earlier
     /// call had).
     pub revoked_now: bool,
-    /// The order was refunded before this call.
+    /// The order was refunded in full before this call.
     pub already_refunded: bool,
 }
 
-/// Refunds a paid order in full and revokes its credits once; audited as `actor` with
-/// `reason`. Asking again (a retry, a second operator) sends the same key and gets the same
-/// refund back.
+fn order_status(order: &OrderView) -> Result<OrderStatus, PaymentError> {
+    order
+        .status
+        .parse()
+        .map_err(|e: String| PaymentError::Store(StoreError::Corrupt(e)))
+}
+
+/// A refund request of the order that has no final answer (its caller died or timed out).
+fn unanswered_refund(order: &OrderView) -> Option<&StripeRequestView> {
+    order.stripe_requests.iter().find(|r| {
+        r.operation == "refund"
+            && matches!(
+                r.status,
+                RequestStatus::Pending | RequestStatus::Indeterminate
+            )
+    })
+}
+
+/// The total refunded after a request, read back from its key (`refund:<order>:<total>`).
+fn refunded_after(key: &str) -> Option<i64> {
+    key.rsplit_once(':')?.1.parse().ok()
+}
+
+/// Refunds `amount` of a paid order (what is left when `None`) and revokes its credits in
+/// proportion, once; audited as `actor` with `reason`. The key names the refunded total after
+/// this refund (`refund:<order>:<total>`): a retry (a second operator, a crash) sends the same
+/// key and gets the same refund back, a further partial refund is a new operation. A refund
+/// without an answer yet is sent again before any new one.
 pub async fn refund(
     store: &Store,
     api: &StripeApi,
     order_id: &OrderId,
+    amount: Option<i64>,
     actor: &str,
     reason: &str,
 ) -> Result<Refunded, PaymentError> {
     let order = existing_order(store, order_id).await?;
-    let key = Operation::Refund.key(order_id);
-    if order.status == "refunded" {
-        let refund_id = order
-            .stripe_requests
-            .iter()
-            .find(|r| r.idempotency_key == key)
-            .and_then(|r| r.object_id.clone());
-        return Ok(Refunded {
-            order,
-            refund_id,
-            revoked_now: false,
-            already_refunded: true,
-        });
-    }
-    if order.status != "paid" {
-        return Err(PaymentError::NotRefundable {
-            order_id: order_id.clone(),
-            status: order.status,
-        });
-    }
+    let (amount, total) = match unanswered_refund(&order) {
+        Some(pending) => {
+            let pending_amount = pending.amount.unwrap_or_default();
+            let total = refunded_after(&pending.idempotency_key);
+            match (total, amount) {
+                (Some(total), None) => (pending_amount, total),
+                (Some(total), Some(asked)) if asked == pending_amount => (asked, total),
+                _ => {
+                    return Err(PaymentError::RefundUnanswered {
+                        order_id: order_id.clone(),
+                        key: pending.idempotency_key.clone(),
+                        amount: pending_amount,
+                    });
+                }
+            }
+        }
+        None => {
+            let status = order_status(&order)?;
+            if !status.is_paid()
+                || matches!(status, OrderStatus::Disputed | OrderStatus::Chargeback)
+            {
+                return Err(PaymentError::NotRefundable {
+                    order_id: order_id.clone(),
+                    status: order.status,
+                });
+            }
+            let charged = order
+                .amount
+                .ok_or_else(|| PaymentError::NoAmount(order_id.clone()))?;
+            let refundable = charged.saturating_sub(order.amount_refunded).max(0);
+            if refundable == 0 && amount.is_none() {
+                let refund_id = order
+                    .stripe_requests
+                    .iter()
+                    .rev()
+                    .find(|r| r.operation == "refund" && r.status == RequestStatus::Succeeded)
+                    .and_then(|r| r.object_id.clone());
+                return Ok(Refunded {
+                    order,
+                    refund_id,
+                    amount: None,
+                    revoked_now: false,
+                    already_refunded: true,
+                });
+            }
+            let amount = amount.unwrap_or(refundable);
+            if amount < 1 || amount > refundable {
+                return Err(PaymentError::BadAmount {
+                    order_id: order_id.clone(),
+                    requested: amount,
+                    refundable,
+                });
+            }
+            // The gross total (failed refunds included) only grows, so every new refund has
+            // a key no earlier one had.
+            let total = order
+                .gross_refunded
+                .checked_add(amount)
+                .ok_or_else(|| StoreError::Corrupt(format!("order {order_id}: amount overflow")))?;
+            (amount, total)
+        }
+    };
     let payment_intent = order
         .payment_intent_id
         .clone()
         .ok_or_else(|| PaymentError::NoPaymentIntent(order_id.clone()))?;
-
-    store
-        .record_audit(
-            now_ms(),
-            actor,
-            "refund",
-            order_id.as_str(),
-            reason,
-            "requested",
-        )
-        .await?;
-    let request = CreateRefund::new()
-        .payment_intent(payment_intent.as_str())
-        .reason(CreateRefundReason::RequestedByCustomer)
-        .metadata(HashMap::from([(
-            "order_id".to_owned(),
-            order_id.to_string(),
-        )]));
-    let sent = api
-        .send(store, Operation::Refund, order_id, &request, |r| {
-            r.id.as_str().to_owned()
-        })
-        .await;
-    let refund_id = match sent {
-        Ok(Sent::Answered(refund)) => Some(refund.id.as_str().to_owned()),
-        Ok(Sent::AlreadySucceeded(record)) => record.object_id,
-        Err(error) => {
+    let operation = Operation::Refund {
+        amount,
+        refunded_after: total,
+    };
+    let key = operation.key(order_id);
+    let audit = |outcome: String| {
+        let key = key.clone();
+        async move {
             store
                 .record_audit(
                     now_ms(),
@@ -275,35 +383,48 @@ pub async fn refund(
                     "refund",
                     order_id.as_str(),
                     reason,
-                    &format!("not refunded: {error}"),
+                    &format!("{key}: {outcome}"),
                 )
-                .await?;
+                .await
+        }
+    };
+    audit(format!("requested {amount}")).await?;
+    let request = CreateRefund::new()
+        .payment_intent(payment_intent.as_str())
+        .amount(amount)
+        .reason(CreateRefundReason::RequestedByCustomer)
+        .metadata(HashMap::from([(
+            "order_id".to_owned(),
+            order_id.to_string(),
+        )]));
+    let sent = api
+        .send(store, operation, order_id, &request, |r| {
+            r.id.as_str().to_owned()
+        })
+        .await;
+    let refund_id = match sent {
+        Ok(Sent::Answered(refund)) => Some(refund.id.as_str().to_owned()),
+        Ok(Sent::AlreadySucceeded(record)) => record.object_id,
+        Err(error) => {
+            audit(format!("not refunded: {error}")).await?;
             return Err(error.into());
         }
     };
-    let revoked_now = store.record_refund(order_id, &key, now_ms()).await?;
-    let outcome = format!(
-        "refunded ({}); credits {}",
+    let revoked_now = store.record_refund(order_id, &key, total, now_ms()).await?;
+    audit(format!(
+        "refunded {amount} ({}); credits {}",
         refund_id.as_deref().unwrap_or("refund id unknown"),
         if revoked_now {
-            "revoked"
+            "revoked in proportion"
         } else {
             "were already revoked"
         }
-    );
-    store
-        .record_audit(
-            now_ms(),
-            actor,
-            "refund",
-            order_id.as_str(),
-            reason,
-            &outcome,
-        )
-        .await?;
+    ))
+    .await?;
     Ok(Refunded {
         order: existing_order(store, order_id).await?,
         refund_id,
+        amount: Some(amount),
         revoked_now,
         already_refunded: false,
     })
@@ -331,6 +452,12 @@ impl StripeApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_refunded_total_is_read_back_from_the_key() {
+        assert_eq!(refunded_after("refund:ord_1:2450"), Some(2450));
+        assert_eq!(refunded_after("refund:ord_1"), None);
+    }
 
     #[test]
     fn emails_are_trimmed_lowercased_and_checked() {

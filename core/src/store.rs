@@ -33,6 +33,7 @@ macro_rules! on_pool {
 mod batch_writer;
 mod claims;
 mod deliveries;
+mod money;
 mod operators;
 mod outgoing;
 mod synthetic;

@@ -1,7 +1,8 @@
 //! Every outgoing Stripe POST goes through [`StripeApi::send`]:
 //!
 //! - its Idempotency-Key is derived from the operation and the order
-//!   (`checkout-session:<order_id>`, `refund:<order_id>`), never from a delivery, never random;
+//!   (`checkout-session:<order_id>[:<n>]`, `refund:<order_id>:<refunded total after it>`),
+//!   never from a delivery, never random;
 //! - it is recorded in `stripe_requests` (key, operation, order, hash of the form body) before
 //!   the first byte is sent, and every answer is written back;
 //! - network errors, timeouts, 409, 429 and 5xx are retried with backoff under the SAME key;
@@ -27,26 +28,44 @@ use crate::token::sha256_hex;
 
 pub use ::stripe::Client as StripeClient;
 
-/// The business operations Claimcheck asks Stripe for; each has one key per order.
+/// The business operations Claimcheck asks Stripe for; each names its key from the order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
-    CheckoutSession,
-    Refund,
+    /// The order's Checkout Session: generation 1, then 2, 3… each after the one before
+    /// expired unpaid.
+    CheckoutSession { generation: i64 },
+    /// A refund of `amount` that leaves `refunded_after` refunded in total: a retry names the
+    /// same total (and replays), a second partial refund a larger one (a new operation).
+    Refund { amount: i64, refunded_after: i64 },
 }
 
 impl Operation {
     pub fn as_str(self) -> &'static str {
         match self {
-            Operation::CheckoutSession => "checkout_session",
-            Operation::Refund => "refund",
+            Operation::CheckoutSession { .. } => "checkout_session",
+            Operation::Refund { .. } => "refund",
         }
     }
 
     /// The Idempotency-Key of this operation for `order`.
     pub fn key(self, order: &OrderId) -> String {
         match self {
-            Operation::CheckoutSession => format!("checkout-session:{order}"),
-            Operation::Refund => format!("refund:{order}"),
+            Operation::CheckoutSession { generation } if generation <= 1 => {
+                format!("checkout-session:{order}")
+            }
+            Operation::CheckoutSession { generation } => {
+                format!("checkout-session:{order}:{generation}")
+            }
+            Operation::Refund { refunded_after, .. } => format!("refund:{order}:{refunded_after}"),
+        }
+    }
+
+    /// The money the operation moves, recorded with the request so that it can be sent again
+    /// unchanged.
+    pub fn amount(self) -> Option<i64> {
+        match self {
+            Operation::CheckoutSession { .. } => None,
+            Operation::Refund { amount, .. } => Some(amount),
         }
     }
 }
@@ -273,7 +292,14 @@ impl StripeApi {
         pairs.sort_unstable();
         let params_hash = sha256_hex(pairs.join("&").as_bytes());
         let record = store
-            .record_stripe_request(&key, operation.as_str(), order, &params_hash, now_ms())
+            .record_stripe_request(
+                &key,
+                operation.as_str(),
+                operation.amount(),
+                order,
+                &params_hash,
+                now_ms(),
+            )
             .await?;
         if let Some(done) = final_state(record)? {
             return Ok(done);
@@ -400,10 +426,24 @@ mod tests {
     fn keys_are_derived_from_operation_and_order() {
         let order = OrderId::parse("ord_42").unwrap();
         assert_eq!(
-            Operation::CheckoutSession.key(&order),
+            Operation::CheckoutSession { generation: 1 }.key(&order),
             "checkout-session:ord_42"
         );
-        assert_eq!(Operation::Refund.key(&order), "refund:ord_42");
+        assert_eq!(
+            Operation::CheckoutSession { generation: 2 }.key(&order),
+            "checkout-session:ord_42:2"
+        );
+        let partial = Operation::Refund {
+            amount: 2450,
+            refunded_after: 2450,
+        };
+        assert_eq!(partial.key(&order), "refund:ord_42:2450");
+        assert_eq!(partial.amount(), Some(2450));
+        let rest = Operation::Refund {
+            amount: 2450,
+            refunded_after: 4900,
+        };
+        assert_eq!(rest.key(&order), "refund:ord_42:4900");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::error::StoreError;
 use crate::ids::EventId;
 use crate::store::{BatchWriter, ClaimOutcome, Store, WriteOp, WriteResult};
 
-pub use envelope::{ACTING_TYPES, Envelope, EnvelopeError};
+pub use envelope::{ACTING_TYPES, ActionKey, Envelope, EnvelopeError};
 pub use outcome::DeliveryOutcome;
 pub use signature::{ConfigError, SignatureError, SignatureVerifier, SigningSecret};
 
@@ -145,10 +145,11 @@ impl Ingestion {
         }
 
         let event_id = envelope.id.clone();
-        let op = match envelope.object_id.clone() {
-            Some(object_id) if envelope.is_acting() => WriteOp::Claim {
+        let op = match (envelope.object_id.clone(), envelope.action_key.clone()) {
+            (Some(object_id), Some(action_key)) => WriteOp::Claim {
                 envelope,
                 object_id,
+                action_key,
                 payload: payload.to_owned(),
                 received_at: now_ms,
             },

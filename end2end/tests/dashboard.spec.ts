@@ -91,24 +91,38 @@ test("support re-drives a stale claim and it is processed with exactly one unloc
   await expect(page.getByRole("table")).toContainText(`dashboard:${USERS.support}`);
 });
 
-test("an admin refunds an order: one refund, credits revoked, the key shown", async ({ page }) => {
+test("an admin refunds half an order, then the rest: credits follow the money, each key shown", async ({ page }) => {
   await signIn(page, USERS.admin, `/orders/${SEEDED.refundOrder}`);
   await expect(page.getByTestId("order-status")).toHaveText("paid");
+  await expect(page.getByTestId("order-paid")).toHaveText("CHF 49.00");
   await page.getByRole("link", { name: "Refund…" }).click();
-  await expect(page.getByText(`refund:${SEEDED.refundOrder}`)).toBeVisible();
+  await page.getByLabel(/^Amount/).fill("24.50");
+  await page.getByLabel("Why (kept in the audit log)").fill("half the runs were unused");
+  await page.getByRole("button", { name: "Refund now" }).click();
+  await expect(page.getByRole("status")).toContainText("Refunded CHF 24.50 (re_");
+  await expect(page.getByTestId("order-status")).toHaveText("partially_refunded");
+  await expect(page.getByTestId("credits-granted")).toHaveText("20 of 40");
+  await expect(page.getByTestId("order-refunded")).toHaveText("CHF 24.50");
+  const ledger = page.getByRole("table", { name: "Credit ledger" });
+  await expect(ledger).toContainText("refund of CHF 24.50");
+  const keys = page.getByRole("table", { name: "Stripe requests" });
+  await expect(keys).toContainText(`refund:${SEEDED.refundOrder}:2450`);
+  await shot(page, "order-partial-refund");
+
+  // The rest: the amount left empty refunds what is left.
+  await page.getByRole("link", { name: "Refund…" }).click();
   await page.getByLabel("Why (kept in the audit log)").fill("customer asked by email");
   await page.getByRole("button", { name: "Refund now" }).click();
-  await expect(page.getByRole("status")).toContainText("Refunded (re_");
+  await expect(page.getByRole("status")).toContainText("Refunded CHF 24.50 (re_");
   await expect(page.getByTestId("order-status")).toHaveText("refunded");
   await expect(page.getByTestId("credits-granted")).toHaveText("0 of 40");
-  const keys = page.getByRole("table", { name: "Stripe requests" });
-  await expect(keys).toContainText(`refund:${SEEDED.refundOrder}`);
+  await expect(keys).toContainText(`refund:${SEEDED.refundOrder}:4900`);
   await expect(keys).toContainText("200");
   await expect(page.getByRole("link", { name: "Refund…" })).toHaveCount(0);
 
   const log = await (await page.request.get(`${process.env.E2E_SIM_URL}/_sim/log`)).json();
   const refunds = log.filter((e: { path: string; outcome: string }) => e.path === "/v1/refunds" && e.outcome === "performed");
-  expect(refunds).toHaveLength(1);
+  expect(refunds).toHaveLength(2);
 });
 
 test("the events list filters, searches and links to details", async ({ page }) => {

@@ -32,6 +32,8 @@ function session(order: string, sessionId: string, email: string) {
         id: sessionId,
         object: "checkout.session",
         payment_status: "paid",
+        amount_total: 4900,
+        currency: "chf",
         payment_intent: `pi_${order}`,
         client_reference_id: order,
         customer_email: email,

@@ -68,10 +68,14 @@ pub enum OrdersCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Refund a paid order in full and revoke its credits once (Idempotency-Key
-    /// refund:<order_id>: running it again never refunds twice).
+    /// Refund a paid order, in full or in part, and revoke its credits in proportion
+    /// (Idempotency-Key refund:<order_id>:<refunded total after it>: a refund that got no
+    /// answer is sent again under its key before any new one).
     Refund {
         order_id: OrderId,
+        /// How much, in the currency's minor unit (2450 for CHF 24.50); what is left if absent.
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+        amount: Option<i64>,
         /// Why (kept in the audit log).
         #[arg(long)]
         reason: String,
@@ -407,11 +411,12 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
         } => (order_id, output, database),
         OrdersCommand::Refund {
             order_id,
+            amount,
             reason,
             output,
             database,
             stripe,
-        } => return refund(order_id, reason, output, database, stripe).await,
+        } => return refund(order_id, amount, reason, output, database, stripe).await,
     };
     let store = open(&database).await?;
     let order = store
@@ -422,14 +427,27 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
     if output.json {
         return print_json(&order);
     }
+    let money = |minor: i64| match &order.currency {
+        Some(currency) => format!(
+            "{} {}.{:02}",
+            currency.to_uppercase(),
+            minor / 100,
+            (minor % 100).abs()
+        ),
+        None => format!("{minor} (minor units)"),
+    };
     let mut text = format!(
         "order            {}\nstatus           {}\npayment status   {}\ncredits granted  {} (of {})\n\
+         paid             {}\nrefunded         {}\ndispute          {}\n\
          customer         {}\ncheckout session {}\npayment intent   {}\n",
         order.order_id,
         order.status,
         order.payment_status,
         order.credits_granted,
         order.credits,
+        order.amount.map(money).unwrap_or_else(|| "-".into()),
+        money(order.amount_refunded),
+        order.dispute_status.as_deref().unwrap_or("-"),
         order
             .customer_email
             .as_deref()
@@ -446,6 +464,7 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
                 time(Some(e.created_at)),
                 e.kind.clone(),
                 format!("{:+}", e.delta),
+                e.amount.map(money).unwrap_or_default(),
                 e.event_id
                     .clone()
                     .or_else(|| e.idempotency_key.clone())
@@ -454,7 +473,10 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
         })
         .collect();
     text.push_str("\nledger\n");
-    text.push_str(&table(&["WHEN", "KIND", "DELTA", "EVENT / REQUEST"], &rows));
+    text.push_str(&table(
+        &["WHEN", "KIND", "DELTA", "MONEY", "EVENT / REQUEST"],
+        &rows,
+    ));
     if !order.stripe_requests.is_empty() {
         let rows: Vec<Vec<String>> = order
             .stripe_requests
@@ -489,6 +511,7 @@ pub async fn orders(command: OrdersCommand) -> Result<(), ServerError> {
 
 async fn refund(
     order_id: OrderId,
+    amount: Option<i64>,
     reason: String,
     output: Output,
     database: DatabaseArgs,
@@ -503,13 +526,15 @@ async fn refund(
         )
     })?;
     let store = open(&database).await?;
-    let refunded = payments::refund(&store, &api, &order_id, &cli_actor(), reason.trim())
+    let refunded = payments::refund(&store, &api, &order_id, amount, &cli_actor(), reason.trim())
         .await
         .map_err(|e| ServerError::Command(format!("refund of {order_id}: {e}")))?;
     if output.json {
         return print_json(&serde_json::json!({
             "order_id": order_id.as_str(),
             "refund_id": refunded.refund_id,
+            "amount": refunded.amount,
+            "amount_refunded": refunded.order.amount_refunded,
             "already_refunded": refunded.already_refunded,
             "revoked_now": refunded.revoked_now,
             "credits_granted": refunded.order.credits_granted,

@@ -2,7 +2,9 @@
 //! server, the Stripe API simulator, and a day of a small shop played against the real
 //! webhook endpoint with real signatures: card and SEPA payments, failed debits, refunds,
 //! Stripe-style retries, duplicates, twins, out-of-order arrival, orders opened through the
-//! order API and refunded through the outgoing client, and one worker crash that leaves a
+//! order API and refunded through the outgoing client (in part, in two steps, one refund that
+//! fails), disputes won and lost with the events the simulator makes for them, and one
+//! worker crash that leaves a
 //! stale claim for an operator to re-drive. Ctrl-C stops everything; running it again resumes
 //! with the same data, login and secrets, and plays another day.
 
@@ -274,9 +276,89 @@ async fn stage_worker_crash(
     Ok(())
 }
 
+/// What happens to an order-API order after it is paid (the money's later life).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterPurchase {
+    Kept,
+    /// Half back, then the rest: two refunds on one charge.
+    RefundedInTwoSteps,
+    /// Half back, then that refund fails at the customer's bank.
+    RefundFails,
+    DisputeWon,
+    DisputeLost,
+}
+
+impl AfterPurchase {
+    const DAY: [AfterPurchase; 6] = [
+        AfterPurchase::Kept,
+        AfterPurchase::RefundedInTwoSteps,
+        AfterPurchase::DisputeWon,
+        AfterPurchase::RefundFails,
+        AfterPurchase::DisputeLost,
+        AfterPurchase::RefundedInTwoSteps,
+    ];
+
+    /// The order's status and net credits (of 40) once every event is fulfilled.
+    fn expected(self) -> (&'static str, i64) {
+        match self {
+            AfterPurchase::Kept | AfterPurchase::RefundFails | AfterPurchase::DisputeWon => {
+                ("paid", 40)
+            }
+            AfterPurchase::RefundedInTwoSteps => ("refunded", 0),
+            AfterPurchase::DisputeLost => ("chargeback", 0),
+        }
+    }
+}
+
+/// Delivers the events the simulator made that were not delivered yet, in order.
+async fn deliver_sim_events(
+    client: &reqwest::Client,
+    sim: &str,
+    base: &str,
+    secret: &SigningSecret,
+    delivered: &mut std::collections::HashSet<String>,
+) -> Result<(), ServerError> {
+    let events: Vec<serde_json::Value> = client
+        .get(format!("{sim}/_sim/events"))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| fail("simulator")(e.to_string()))?
+        .json()
+        .await
+        .map_err(|e| fail("simulator")(e.to_string()))?;
+    for event in events {
+        let id = event["id"].as_str().unwrap_or_default().to_owned();
+        if delivered.insert(id) {
+            post_event(client, base, secret, &event).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Asks the simulator for a money change; the answer is the Event object it made.
+async fn sim_post(
+    client: &reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+) -> Result<serde_json::Value, ServerError> {
+    client
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| fail("simulator")(e.to_string()))?
+        .json()
+        .await
+        .map_err(|e| fail("simulator")(e.to_string()))
+}
+
 /// Orders opened through the order API (a Checkout Session at the simulator each), paid
-/// through their webhook; every third is refunded through the outgoing client, whose
-/// `charge.refunded` event then arrives too (credits revoked once).
+/// through their webhook, then given a later life ([`AfterPurchase`]): refunds through the
+/// outgoing client (partial, several, one that fails) and disputes won and lost, each
+/// followed by the events the simulator makes for it. Returns how many were opened, how
+/// many refunded through the client, and the orders not in their expected state at the end.
 async fn api_orders(
     base: &str,
     state: &DemoState,
@@ -285,9 +367,12 @@ async fn api_orders(
     store: &Store,
     stripe: &StripeApi,
     day: u32,
-) -> Result<(usize, usize), ServerError> {
+) -> Result<(usize, usize, Vec<String>), ServerError> {
+    let sim = stripe.config().api_base.trim_end_matches('/').to_owned();
+    let mut delivered = std::collections::HashSet::new();
     let (mut opened, mut refunded) = (0, 0);
-    for i in 0..6 {
+    let mut expected = Vec::new();
+    for (i, after) in AfterPurchase::DAY.into_iter().enumerate() {
         let order = format!("ord_demo_d{day}_api{i}");
         let email = format!("shop{i}@demo.example");
         let response = client
@@ -313,39 +398,100 @@ async fn api_orders(
             &paid_session(&order, session, &email, 40),
         )
         .await?;
-        if i % 3 == 2 {
-            let order_id =
-                OrderId::parse(order.as_str()).map_err(|e| fail("order")(e.to_string()))?;
-            // The webhook's worker pays the order first.
-            for _ in 0..100 {
-                if let Ok(Some(o)) = store.order(&order_id).await
-                    && o.status == "paid"
-                {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            payments::refund(store, stripe, &order_id, "demo:admin", "customer asked")
-                .await
-                .map_err(|e| fail("refund")(e.to_string()))?;
-            let refunded_event = json!({
-                "id": format!("evt_demo_refunded_{order}"),
-                "object": "event",
-                "type": "charge.refunded",
-                "created": now_ms() / 1000,
-                "livemode": false,
-                "data": { "object": {
-                    "id": format!("ch_demo_{order}"),
-                    "object": "charge",
-                    "payment_intent": format!("pi_demo_{order}"),
-                    "refunded": true,
-                }},
-            });
-            post_event(client, base, secret, &refunded_event).await?;
-            refunded += 1;
+        let order_id = OrderId::parse(order.as_str()).map_err(|e| fail("order")(e.to_string()))?;
+        expected.push((order_id.clone(), after));
+        if after == AfterPurchase::Kept {
+            continue;
         }
+        // The webhook's worker pays the order first.
+        for _ in 0..100 {
+            if let Ok(Some(o)) = store.order(&order_id).await
+                && o.status == "paid"
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let refund = |amount: Option<i64>| {
+            let order_id = order_id.clone();
+            async move {
+                payments::refund(
+                    store,
+                    stripe,
+                    &order_id,
+                    amount,
+                    "demo:admin",
+                    "customer asked",
+                )
+                .await
+                .map_err(|e| fail("refund")(e.to_string()))
+            }
+        };
+        let payment_intent = format!("pi_demo_{order}");
+        match after {
+            AfterPurchase::Kept => {}
+            AfterPurchase::RefundedInTwoSteps => {
+                refund(Some(2450)).await?;
+                refund(None).await?;
+                refunded += 1;
+            }
+            AfterPurchase::RefundFails => {
+                let done = refund(Some(2450)).await?;
+                let refund_id = done.refund_id.unwrap_or_default();
+                deliver_sim_events(client, &sim, base, secret, &mut delivered).await?;
+                sim_post(
+                    client,
+                    format!("{sim}/_sim/refunds/{refund_id}/fail"),
+                    json!({}),
+                )
+                .await?;
+                refunded += 1;
+            }
+            AfterPurchase::DisputeWon | AfterPurchase::DisputeLost => {
+                let opened = sim_post(
+                    client,
+                    format!("{sim}/_sim/disputes"),
+                    json!({ "payment_intent": payment_intent, "amount": 4900 }),
+                )
+                .await?;
+                let dispute = opened["data"]["object"]["id"].as_str().unwrap_or_default();
+                let status = if after == AfterPurchase::DisputeWon {
+                    "won"
+                } else {
+                    "lost"
+                };
+                sim_post(
+                    client,
+                    format!("{sim}/_sim/disputes/{dispute}/close"),
+                    json!({ "status": status }),
+                )
+                .await?;
+            }
+        }
+        deliver_sim_events(client, &sim, base, secret, &mut delivered).await?;
     }
-    Ok((opened, refunded))
+    // Every order in its expected state, with its expected credits, once the workers are
+    // through.
+    let mut wrong = Vec::new();
+    for _ in 0..200 {
+        wrong.clear();
+        for (order_id, after) in &expected {
+            let (status, credits) = after.expected();
+            match store.order(order_id).await {
+                Ok(Some(o)) if o.status == status && o.credits_granted == credits => {}
+                Ok(Some(o)) => wrong.push(format!(
+                    "{order_id}: {} with {} credits, expected {status} with {credits}",
+                    o.status, o.credits_granted
+                )),
+                _ => wrong.push(format!("{order_id}: missing")),
+            }
+        }
+        if wrong.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((opened, refunded, wrong))
 }
 
 /// What the demo checks once the day is played.
@@ -355,6 +501,8 @@ pub struct DemoReport {
     pub exactly_once: bool,
     pub api_orders: usize,
     pub api_refunds: usize,
+    /// Order-API orders whose money did not end where it should (refunds, disputes).
+    pub money_wrong: Vec<String>,
     pub stale_claim: String,
     pub stale_claim_state: String,
 }
@@ -443,7 +591,7 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
         settle_secs: 120,
     };
     let play = async {
-        let (opened, refunded) =
+        let (opened, refunded, money_wrong) =
             api_orders(&base, &state, &secret, &client, &store, &stripe, state.days).await?;
         let verdict = run_day(&day).await?;
         let crash = crash_event(state.days);
@@ -456,9 +604,10 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
             .map_err(|e| fail("database")(e.to_string()))?;
         Ok::<_, ServerError>(DemoReport {
             day: state.days,
-            exactly_once: verdict.exactly_once,
+            exactly_once: verdict.exactly_once && money_wrong.is_empty(),
             api_orders: opened,
             api_refunds: refunded,
+            money_wrong,
             stale_claim: crash,
             stale_claim_state: claim.map(|c| c.status).unwrap_or_else(|| "missing".into()),
         })

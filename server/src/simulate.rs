@@ -3,7 +3,8 @@
 //! the order API.
 //!
 //! Each order takes one path: a card payment; a SEPA debit that succeeds later; one that
-//! fails; or a card payment refunded later. Deliveries are signed like Stripe's, sent again
+//! fails; a card payment refunded later, in full, in three parts, or in part by a refund that
+//! then fails; or a card payment disputed, the dispute won or lost. Deliveries are signed like Stripe's, sent again
 //! with backoff after a non-2xx answer or a timeout, duplicated (`--duplicates`), doubled by
 //! a twin Event object for the same action (`--twins`), and the events of one order can
 //! arrive out of order (`--reorder`).
@@ -66,18 +67,41 @@ pub enum Journey {
     SepaSucceeds,
     SepaFails,
     CardRefunded,
+    /// Three partial refunds that add up to the whole amount.
+    RefundedInParts,
+    /// Half refunded, then that refund fails: the credits come back.
+    RefundFails,
+    DisputeWon,
+    DisputeLost,
 }
 
 impl Journey {
+    pub const ALL: [Journey; 8] = [
+        Journey::Card,
+        Journey::SepaSucceeds,
+        Journey::SepaFails,
+        Journey::CardRefunded,
+        Journey::RefundedInParts,
+        Journey::RefundFails,
+        Journey::DisputeWon,
+        Journey::DisputeLost,
+    ];
+
     /// The order's status and net credits once every event is fulfilled.
     fn expected(self, credits: i64) -> (&'static str, i64) {
         match self {
-            Journey::Card | Journey::SepaSucceeds => ("paid", credits),
+            Journey::Card | Journey::SepaSucceeds | Journey::RefundFails | Journey::DisputeWon => {
+                ("paid", credits)
+            }
             Journey::SepaFails => ("payment_failed", 0),
-            Journey::CardRefunded => ("refunded", 0),
+            Journey::CardRefunded | Journey::RefundedInParts => ("refunded", 0),
+            Journey::DisputeLost => ("chargeback", 0),
         }
     }
 }
+
+/// What every simulated order costs, in minor units.
+const AMOUNT: i64 = 4900;
 
 /// A small deterministic generator (xorshift), so a run can be replayed.
 struct Dice(u64);
@@ -130,10 +154,14 @@ pub fn plan_day(run: &str, orders: usize, seed: u64) -> Vec<SimOrder> {
     (0..orders)
         .map(|i| {
             let journey = match dice.next() % 20 {
-                0..=12 => Journey::Card,
-                13..=14 => Journey::SepaSucceeds,
-                15 => Journey::SepaFails,
-                _ => Journey::CardRefunded,
+                0..=10 => Journey::Card,
+                11..=12 => Journey::SepaSucceeds,
+                13 => Journey::SepaFails,
+                14..=15 => Journey::CardRefunded,
+                16 => Journey::RefundedInParts,
+                17 => Journey::RefundFails,
+                18 => Journey::DisputeWon,
+                _ => Journey::DisputeLost,
             };
             let order_id = format!("ord_{run}_{i:05}");
             let session = format!("cs_{run}_{i:05}");
@@ -145,6 +173,8 @@ pub fn plan_day(run: &str, orders: usize, seed: u64) -> Vec<SimOrder> {
                     "id": session,
                     "object": "checkout.session",
                     "payment_status": status,
+                    "amount_total": AMOUNT,
+                    "currency": "chf",
                     "payment_intent": intent,
                     "client_reference_id": order_id,
                     "customer_email": email,
@@ -152,6 +182,34 @@ pub fn plan_day(run: &str, orders: usize, seed: u64) -> Vec<SimOrder> {
                 })
             };
             let evt = |n: u32| format!("evt_{run}_{i:05}_{n}");
+            let charge = |refunded: i64| {
+                json!({
+                    "id": format!("ch_{run}_{i:05}"),
+                    "object": "charge",
+                    "amount": AMOUNT,
+                    "amount_refunded": refunded,
+                    "refunded": refunded >= AMOUNT,
+                    "currency": "chf",
+                    "payment_intent": intent,
+                })
+            };
+            let dispute = |status: &str| {
+                json!({
+                    "id": format!("dp_{run}_{i:05}"),
+                    "object": "dispute",
+                    "amount": AMOUNT,
+                    "charge": format!("ch_{run}_{i:05}"),
+                    "payment_intent": intent,
+                    "status": status,
+                })
+            };
+            let paid = || {
+                event(
+                    &evt(1),
+                    "checkout.session.completed",
+                    session_object("paid"),
+                )
+            };
             let events = match journey {
                 Journey::Card => vec![event(
                     &evt(1),
@@ -182,20 +240,41 @@ pub fn plan_day(run: &str, orders: usize, seed: u64) -> Vec<SimOrder> {
                         session_object("unpaid"),
                     ),
                 ],
-                Journey::CardRefunded => vec![
+                Journey::CardRefunded => {
+                    vec![paid(), event(&evt(2), "charge.refunded", charge(AMOUNT))]
+                }
+                Journey::RefundedInParts => vec![
+                    paid(),
+                    event(&evt(2), "charge.refunded", charge(1000)),
+                    event(&evt(3), "charge.refunded", charge(2500)),
+                    event(&evt(4), "charge.refunded", charge(AMOUNT)),
+                ],
+                Journey::RefundFails => vec![
+                    paid(),
+                    event(&evt(2), "charge.refunded", charge(AMOUNT / 2)),
                     event(
-                        &evt(1),
-                        "checkout.session.completed",
-                        session_object("paid"),
-                    ),
-                    event(
-                        &evt(2),
-                        "charge.refunded",
+                        &evt(3),
+                        "refund.failed",
                         json!({
-                            "id": format!("ch_{run}_{i:05}"),
-                            "object": "charge",
+                            "id": format!("re_{run}_{i:05}"),
+                            "object": "refund",
+                            "amount": AMOUNT / 2,
+                            "charge": format!("ch_{run}_{i:05}"),
                             "payment_intent": intent,
-                            "refunded": true,
+                            "status": "failed",
+                        }),
+                    ),
+                ],
+                Journey::DisputeWon | Journey::DisputeLost => vec![
+                    paid(),
+                    event(&evt(2), "charge.dispute.created", dispute("needs_response")),
+                    event(
+                        &evt(3),
+                        "charge.dispute.closed",
+                        dispute(if journey == Journey::DisputeWon {
+                            "won"
+                        } else {
+                            "lost"
                         }),
                     ),
                 ],
@@ -411,13 +490,18 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
         *journeys.entry(order.journey).or_default() += 1;
     }
     report(&format!(
-        "simulated run {run}: {} orders (card {}, SEPA ok {}, SEPA failed {}, refunded {}), \
+        "simulated run {run}: {} orders (card {}, SEPA ok {}, SEPA failed {}, refunded {}, \
+         refunded in parts {}, refund failed {}, dispute won {}, dispute lost {}), \
          {} deliveries to {} target(s) in {:.1} s",
         orders.len(),
         journeys.get(&Journey::Card).unwrap_or(&0),
         journeys.get(&Journey::SepaSucceeds).unwrap_or(&0),
         journeys.get(&Journey::SepaFails).unwrap_or(&0),
         journeys.get(&Journey::CardRefunded).unwrap_or(&0),
+        journeys.get(&Journey::RefundedInParts).unwrap_or(&0),
+        journeys.get(&Journey::RefundFails).unwrap_or(&0),
+        journeys.get(&Journey::DisputeWon).unwrap_or(&0),
+        journeys.get(&Journey::DisputeLost).unwrap_or(&0),
         plan.len(),
         targets.len(),
         sent_in.as_secs_f64()
@@ -485,12 +569,7 @@ mod tests {
         let b = plan_day("t", 400, 7);
         assert_eq!(a.len(), 400);
         assert!(a.iter().zip(&b).all(|(x, y)| x.events == y.events));
-        for journey in [
-            Journey::Card,
-            Journey::SepaSucceeds,
-            Journey::SepaFails,
-            Journey::CardRefunded,
-        ] {
+        for journey in Journey::ALL {
             assert!(a.iter().any(|o| o.journey == journey), "{journey:?}");
         }
         let sent = deliveries(&a, 0.2, 0.1, 0.2, 7);

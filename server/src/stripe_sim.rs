@@ -11,6 +11,13 @@
 //! - `GET /_sim/log` lists every request and what became of it; `GET /_sim/objects` lists
 //!   what was created; `POST /_sim/faults` arms faults and `POST /_sim/latency` slows every
 //!   operation (so concurrent requests overlap).
+//! - Money after the purchase: refunds may be partial and several per charge, up to what was
+//!   charged; each makes the Event objects Stripe makes (`charge.refunded` with the
+//!   cumulative `amount_refunded`, `refund.created`). `POST /_sim/refunds/{id}/fail` fails a
+//!   refund (`refund.failed`); `POST /_sim/disputes` opens a dispute on a payment intent
+//!   (`charge.dispute.created`) and `POST /_sim/disputes/{id}/close` closes it won or lost
+//!   (`charge.dispute.closed`). `GET /_sim/events` lists the events made, oldest first, for
+//!   the caller to deliver.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -100,17 +107,88 @@ struct SimState {
     keys: HashMap<String, Stored>,
     sessions: BTreeMap<String, Value>,
     refunds: BTreeMap<String, Value>,
-    /// payment intent → refund id, for refusing a second full refund.
-    refunded: HashMap<String, String>,
+    /// payment intent → what was refunded of its charge so far.
+    charges: HashMap<String, Charge>,
+    disputes: BTreeMap<String, Value>,
+    /// Event objects made by the operations above, oldest first.
+    events: Vec<Value>,
     faults: Vec<Fault>,
     latency_ms: u64,
     log: Vec<LogEntry>,
+}
+
+/// A payment intent's charge as the simulator knows it.
+#[derive(Debug, Clone, Default)]
+struct Charge {
+    id: String,
+    /// What was charged, when a session the simulator made says; otherwise unknown and any
+    /// refund is accepted.
+    amount: Option<i64>,
+    refunded: i64,
+    currency: String,
 }
 
 impl SimState {
     fn next(&mut self, prefix: &str) -> String {
         self.next_id += 1;
         format!("{prefix}_sim{}{:06}", self.instance, self.next_id)
+    }
+
+    /// Records an Event object about `object`, as Stripe makes one per change.
+    fn event(&mut self, kind: &str, object: Value) -> Value {
+        let id = self.next("evt");
+        let event = json!({
+            "id": id,
+            "object": "event",
+            "type": kind,
+            "created": now_ms() / 1000,
+            "livemode": false,
+            "api_version": "2025-03-31.basil",
+            "pending_webhooks": 1,
+            "request": { "id": null, "idempotency_key": null },
+            "data": { "object": object },
+        });
+        self.events.push(event.clone());
+        event
+    }
+
+    /// The charge of a payment intent; its amount is the session's that the payment intent
+    /// paid, or that names `order_id` in its metadata.
+    fn charge(&mut self, payment_intent: &str, order_id: Option<&str>) -> Charge {
+        if let Some(charge) = self.charges.get(payment_intent) {
+            return charge.clone();
+        }
+        let paid = self.sessions.values().find(|s| {
+            s["payment_intent"].as_str() == Some(payment_intent)
+                || order_id.is_some_and(|o| s["metadata"]["order_id"].as_str() == Some(o))
+        });
+        let charge = Charge {
+            id: format!("ch_{}", payment_intent.trim_start_matches("pi_")),
+            amount: paid.and_then(|s| s["amount_total"].as_i64()),
+            refunded: 0,
+            currency: paid
+                .and_then(|s| s["currency"].as_str())
+                .unwrap_or("chf")
+                .to_owned(),
+        };
+        self.charges
+            .insert(payment_intent.to_owned(), charge.clone());
+        charge
+    }
+
+    fn charge_object(&self, payment_intent: &str, charge: &Charge) -> Value {
+        json!({
+            "id": charge.id,
+            "object": "charge",
+            "amount": charge.amount.unwrap_or(charge.refunded),
+            "amount_refunded": charge.refunded,
+            "refunded": charge.amount.is_some_and(|a| charge.refunded >= a),
+            "currency": charge.currency,
+            "payment_intent": payment_intent,
+            "paid": true,
+            "status": "succeeded",
+            "livemode": false,
+        })
     }
 }
 
@@ -193,6 +271,10 @@ fn router(public_url: String) -> Router {
         .route("/_sim/objects", get(objects))
         .route("/_sim/faults", post(arm_fault).delete(clear_faults))
         .route("/_sim/latency", post(set_latency))
+        .route("/_sim/events", get(events))
+        .route("/_sim/refunds/{id}/fail", post(fail_refund))
+        .route("/_sim/disputes", post(open_dispute))
+        .route("/_sim/disputes/{id}/close", post(close_dispute))
         .fallback(not_found)
         .with_state(sim)
 }
@@ -578,48 +660,148 @@ fn perform_refund(state: &mut SimState, _: &str, params: &BTreeMap<String, Strin
         Ok(pi) => pi.to_owned(),
         Err(answer) => return answer,
     };
-    if let Some(existing) = state.refunded.get(&payment_intent) {
+    let order_id = params.get("metadata[order_id]").map(String::as_str);
+    let mut charge = state.charge(&payment_intent, order_id);
+    let left = charge.amount.map(|a| a - charge.refunded);
+    if left == Some(0) {
         return stripe_error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             Some("charge_already_refunded"),
-            &format!("Charge for {payment_intent} has already been refunded ({existing})."),
+            &format!("Charge {} has already been refunded.", charge.id),
         );
     }
-    // The amount of the session paid through this payment intent, if the simulator made it;
-    // otherwise the requested amount (the simulator's account settles in CHF).
-    let paid = state
-        .sessions
-        .values()
-        .find(|s| s["payment_intent"].as_str() == Some(payment_intent.as_str()));
-    let amount = params
-        .get("amount")
-        .and_then(|a| a.parse::<i64>().ok())
-        .or_else(|| paid.and_then(|s| s["amount_total"].as_i64()))
-        .unwrap_or(0);
-    let currency = paid
-        .and_then(|s| s["currency"].as_str())
-        .unwrap_or("chf")
-        .to_owned();
+    let amount = match (params.get("amount").map(|a| a.parse::<i64>()), left) {
+        (Some(Ok(amount)), _) if amount > 0 => amount,
+        (None, Some(left)) => left,
+        _ => {
+            return stripe_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("parameter_invalid_integer"),
+                "amount: a positive integer (minor units) is required here.",
+            );
+        }
+    };
+    if left.is_some_and(|left| amount > left) {
+        return stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("amount_too_large"),
+            &format!(
+                "Refund amount ({amount}) is greater than unrefunded amount on charge ({}).",
+                left.unwrap_or_default()
+            ),
+        );
+    }
     let id = state.next("re");
     let refund = json!({
         "id": id,
         "object": "refund",
         "status": "succeeded",
         "payment_intent": payment_intent,
+        "charge": charge.id,
         "amount": amount,
-        "currency": currency,
+        "currency": charge.currency,
         "reason": params.get("reason"),
         "metadata": prefixed(params, "metadata["),
         "created": now_ms() / 1000,
     });
-    state.refunded.insert(payment_intent, id.clone());
+    charge.refunded += amount;
+    state.charges.insert(payment_intent.clone(), charge.clone());
     state.refunds.insert(id, refund.clone());
+    // Stripe makes these whoever asked for the refund.
+    let charge_object = state.charge_object(&payment_intent, &charge);
+    state.event("charge.refunded", charge_object);
+    state.event("refund.created", refund.clone());
     Answer {
         status: StatusCode::OK,
         body: refund,
         request_id: String::new(),
     }
+}
+
+async fn events(State(sim): State<Sim>) -> Json<Vec<Value>> {
+    Json(sim.lock().events.clone())
+}
+
+fn sim_error(status: StatusCode, message: &str) -> Response {
+    respond(
+        &stripe_error(status, "invalid_request_error", None, message),
+        false,
+    )
+}
+
+/// The refund fails after it was made (the card was closed, say): its money comes back.
+async fn fail_refund(State(sim): State<Sim>, Path(id): Path<String>) -> Response {
+    let mut state = sim.lock();
+    let Some(mut refund) = state.refunds.get(&id).cloned() else {
+        return sim_error(StatusCode::NOT_FOUND, &format!("No such refund: '{id}'"));
+    };
+    if refund["status"] == "failed" {
+        return sim_error(StatusCode::BAD_REQUEST, "The refund has already failed.");
+    }
+    refund["status"] = json!("failed");
+    refund["failure_reason"] = json!("expired_or_canceled_card");
+    state.refunds.insert(id, refund.clone());
+    let event = state.event("refund.failed", refund);
+    Json(event).into_response()
+}
+
+#[derive(Deserialize)]
+struct NewDispute {
+    payment_intent: String,
+    #[serde(default)]
+    amount: Option<i64>,
+}
+
+/// The customer's bank disputes the charge of a payment intent.
+async fn open_dispute(State(sim): State<Sim>, Json(new): Json<NewDispute>) -> Response {
+    let mut state = sim.lock();
+    let charge = state.charge(&new.payment_intent, None);
+    let id = state.next("dp");
+    let dispute = json!({
+        "id": id,
+        "object": "dispute",
+        "amount": new.amount.or(charge.amount).unwrap_or_default(),
+        "currency": charge.currency,
+        "charge": charge.id,
+        "payment_intent": new.payment_intent,
+        "reason": "fraudulent",
+        "status": "needs_response",
+        "created": now_ms() / 1000,
+        "livemode": false,
+    });
+    state.disputes.insert(id, dispute.clone());
+    let event = state.event("charge.dispute.created", dispute);
+    Json(event).into_response()
+}
+
+#[derive(Deserialize)]
+struct DisputeOutcome {
+    /// won | lost
+    status: String,
+}
+
+async fn close_dispute(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    Json(outcome): Json<DisputeOutcome>,
+) -> Response {
+    if !matches!(outcome.status.as_str(), "won" | "lost") {
+        return sim_error(StatusCode::BAD_REQUEST, "status: won or lost");
+    }
+    let mut state = sim.lock();
+    let Some(mut dispute) = state.disputes.get(&id).cloned() else {
+        return sim_error(StatusCode::NOT_FOUND, &format!("No such dispute: '{id}'"));
+    };
+    if matches!(dispute["status"].as_str(), Some("won" | "lost")) {
+        return sim_error(StatusCode::BAD_REQUEST, "The dispute is already closed.");
+    }
+    dispute["status"] = json!(outcome.status);
+    state.disputes.insert(id, dispute.clone());
+    let event = state.event("charge.dispute.closed", dispute);
+    Json(event).into_response()
 }
 
 async fn retrieve_session(
@@ -673,6 +855,7 @@ async fn objects(State(sim): State<Sim>) -> Json<Value> {
     Json(json!({
         "checkout_sessions": state.sessions.values().collect::<Vec<_>>(),
         "refunds": state.refunds.values().collect::<Vec<_>>(),
+        "disputes": state.disputes.values().collect::<Vec<_>>(),
     }))
 }
 

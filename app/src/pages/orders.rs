@@ -99,7 +99,7 @@ pub fn OrderPage() -> impl IntoView {
 
 #[component]
 fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
-    let refund = (order.status == "paid" && me.as_ref().is_some_and(Me::is_admin))
+    let refund = (order.refundable.is_some() && me.as_ref().is_some_and(Me::is_admin))
         .then(|| format!("/orders/{}/refund", order.order_id));
     view! {
         <div class="page-head">
@@ -117,6 +117,11 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
             <dd>{order.package.unwrap_or_default()}</dd>
             <dt>"Credits granted"</dt>
             <dd data-testid="credits-granted">{order.credits_granted} " of " {order.credits}</dd>
+            <dt>"Paid"</dt>
+            <dd data-testid="order-paid">{order.paid.unwrap_or_else(|| "-".into())}</dd>
+            <dt>"Refunded"</dt>
+            <dd data-testid="order-refunded">{order.refunded.unwrap_or_else(|| "-".into())}</dd>
+            {order.dispute.map(|d| view! { <dt>"Dispute"</dt><dd data-testid="order-dispute">{d}</dd> })}
             <dt>"Checkout session"</dt>
             <dd class="mono">{order.checkout_session_id.unwrap_or_default()}</dd>
             <dt>"Payment intent"</dt>
@@ -136,6 +141,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                                 <th scope="col">"When"</th>
                                 <th scope="col">"Entry"</th>
                                 <th scope="col">"Credits"</th>
+                                <th scope="col">"Money"</th>
                                 <th scope="col">"Because of"</th>
                             </tr>
                         </thead>
@@ -155,6 +161,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                                             <td>{e.at}</td>
                                             <td>{e.kind}</td>
                                             <td>{format!("{:+}", e.delta)}</td>
+                                            <td>{e.money}</td>
                                             <td>{source}</td>
                                         </tr>
                                     }
@@ -239,8 +246,6 @@ pub fn RefundPage() -> impl IntoView {
 }
 
 fn refund_form(order: OrderDetail) -> impl IntoView {
-    let key = format!("refund:{}", order.order_id);
-    let refundable = order.status == "paid";
     view! {
         <dl class="facts">
             <dt>"Order"</dt>
@@ -249,27 +254,40 @@ fn refund_form(order: OrderDetail) -> impl IntoView {
             <dd>{order.customer_email.unwrap_or_default()}</dd>
             <dt>"Payment intent"</dt>
             <dd class="mono">{order.payment_intent_id.unwrap_or_default()}</dd>
+            <dt>"Paid"</dt>
+            <dd>{order.paid.clone().unwrap_or_else(|| "-".into())}</dd>
+            <dt>"Refunded so far"</dt>
+            <dd>{order.refunded.clone().unwrap_or_else(|| "-".into())}</dd>
             <dt>"What happens"</dt>
             <dd>
-                "Stripe refunds the payment in full; the " {order.credits_granted}
-                " credit(s) granted are revoked once."
+                "Stripe refunds the amount below (all that is left if you leave it empty); of the "
+                {order.credits_granted} " credit(s) granted, the share refunded is revoked, once. "
+                "The Idempotency-Key names the order and the refunded total after this refund, so "
+                "pressing twice refunds once."
             </dd>
-            <dt>"Idempotency-Key"</dt>
-            <dd class="mono">{key}</dd>
         </dl>
-        {if refundable {
-            view! {
-                <form method="post" action="/dashboard/actions/refund" class="stack">
-                    <input type="hidden" name="order_id" value=order.order_id/>
-                    <label for="reason">"Why (kept in the audit log)"</label>
-                    <textarea id="reason" name="reason" required rows="3"></textarea>
-                    <button type="submit" class="button danger">"Refund now"</button>
-                </form>
+        {match order.refundable {
+            Some(left) => {
+                view! {
+                    <form method="post" action="/dashboard/actions/refund" class="stack">
+                        <input type="hidden" name="order_id" value=order.order_id/>
+                        <label for="amount">"Amount (up to " {left.clone()} "; empty: all of it)"</label>
+                        <input id="amount" name="amount" inputmode="decimal" placeholder=left autocomplete="off"/>
+                        <label for="reason">"Why (kept in the audit log)"</label>
+                        <textarea id="reason" name="reason" required rows="3"></textarea>
+                        <button type="submit" class="button danger">"Refund now"</button>
+                    </form>
+                }
+                    .into_any()
             }
-                .into_any()
-        } else {
-            view! { <p class="notice">"This order is " {order.status} ": only a paid order can be refunded."</p> }
-                .into_any()
+            None => {
+                view! {
+                    <p class="notice">
+                        "This order is " {order.status} ": nothing is left to refund."
+                    </p>
+                }
+                    .into_any()
+            }
         }}
     }
 }

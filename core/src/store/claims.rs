@@ -5,6 +5,7 @@
 //! only commits while it still holds the lease, so a worker whose lease was taken over can
 //! never complete a claim twice.
 
+use super::money::{MoneyTx, StepSource};
 use super::{BeginWrite, Pool, Store};
 use crate::error::StoreError;
 use crate::fulfilment::{OrderFacts, Plan, SessionAction};
@@ -27,8 +28,8 @@ pub enum Fulfilled {
     Processed,
     /// Another worker holds the lease now; nothing was written.
     LeaseLost,
-    /// A refund for a payment intent no order knows yet (its session event is still on the
-    /// way): retry later.
+    /// A refund, failed refund or dispute for a payment intent no order knows yet (its
+    /// session event is still on the way): retry later.
     OrderNotFound { payment_intent: String },
 }
 
@@ -65,8 +66,8 @@ const FAIL_EXHAUSTED_STALE: &str = "\
     WHERE status = 'processing' AND lease_expires_at <= $1 AND attempts >= $2";
 
 /// What an order row becomes when a session event meets an existing one. Status precedence:
-/// an order only moves forward (awaiting < failed < paid < refunded), whatever order its
-/// events are fulfilled in.
+/// an order only moves forward (awaiting < failed < paid < what its money did since), whatever
+/// order its events are fulfilled in; after the unlock only the money moves it.
 macro_rules! on_order_conflict {
     () => {
         "ON CONFLICT (order_id) DO UPDATE SET \
@@ -75,42 +76,47 @@ macro_rules! on_order_conflict {
         customer_id = COALESCE(orders.customer_id, excluded.customer_id), \
         customer_email = COALESCE(orders.customer_email, excluded.customer_email), \
         package = COALESCE(orders.package, excluded.package), \
+        amount = COALESCE(orders.amount, excluded.amount), \
+        currency = COALESCE(orders.currency, excluded.currency), \
         status = CASE WHEN \
             (CASE excluded.status WHEN 'awaiting_payment' THEN 0 WHEN 'payment_failed' THEN 1 \
                                   WHEN 'paid' THEN 2 ELSE 3 END) > \
             (CASE orders.status WHEN 'awaiting_payment' THEN 0 WHEN 'payment_failed' THEN 1 \
                                 WHEN 'paid' THEN 2 ELSE 3 END) \
             THEN excluded.status ELSE orders.status END, \
-        payment_status = CASE WHEN orders.status IN ('paid', 'refunded') \
-            THEN orders.payment_status ELSE excluded.payment_status END, \
+        payment_status = CASE WHEN orders.status IN ('awaiting_payment', 'payment_failed') \
+            THEN excluded.payment_status ELSE orders.payment_status END, \
         updated_at = excluded.updated_at"
     };
 }
 
 const UPSERT_ORDER: &str = concat!(
     "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
-    "customer_email, package, credits, status, payment_status, created_at, updated_at) ",
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ",
+    "customer_email, package, credits, status, payment_status, created_at, updated_at, ",
+    "amount, currency) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12) ",
     on_order_conflict!()
 );
 
 /// A batch of distinct orders in one statement: PostgreSQL reads them from arrays.
 const UPSERT_ORDERS_POSTGRES: &str = concat!(
     "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
-    "customer_email, package, credits, status, payment_status, created_at, updated_at) ",
-    "SELECT o, s, pi, c, e, p, cr, st, ps, $10, $10 FROM UNNEST($1::text[], $2::text[], ",
-    "$3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[]) ",
-    "AS u(o, s, pi, c, e, p, cr, st, ps) ",
+    "customer_email, package, credits, status, payment_status, created_at, updated_at, ",
+    "amount, currency) ",
+    "SELECT o, s, pi, c, e, p, cr, st, ps, $10, $10, am, cu FROM UNNEST($1::text[], ",
+    "$2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], ",
+    "$9::text[], $11::bigint[], $12::text[]) AS u(o, s, pi, c, e, p, cr, st, ps, am, cu) ",
     on_order_conflict!()
 );
 
 /// SQLite reads them from a JSON array (`WHERE true` lets the parser see the upsert).
 const UPSERT_ORDERS_SQLITE: &str = concat!(
     "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
-    "customer_email, package, credits, status, payment_status, created_at, updated_at) ",
+    "customer_email, package, credits, status, payment_status, created_at, updated_at, ",
+    "amount, currency) ",
     "SELECT value ->> '$[0]', value ->> '$[1]', value ->> '$[2]', value ->> '$[3]', ",
     "value ->> '$[4]', value ->> '$[5]', value ->> '$[6]', value ->> '$[7]', value ->> '$[8]', ",
-    "$2, $2 FROM json_each($1) WHERE true ",
+    "$2, $2, value ->> '$[9]', value ->> '$[10]' FROM json_each($1) WHERE true ",
     on_order_conflict!()
 );
 
@@ -153,18 +159,11 @@ const UNLOCK: &str = "\
     FROM orders WHERE order_id = $1 AND status = 'paid' \
     ON CONFLICT DO NOTHING";
 
-const FIND_ORDER_BY_PAYMENT: &str = "SELECT order_id FROM orders WHERE payment_intent_id = $1";
-
-/// The revoke entry mirrors the unlock; no unlock, nothing to revoke.
-const REVOKE: &str = "\
-    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
-                               created_at) \
-    SELECT order_id, 'revoke', -delta, customer_email, customer_id, $2, $3 \
-    FROM credit_ledger WHERE order_id = $1 AND kind = 'unlock' \
-    ON CONFLICT DO NOTHING";
-
-const MARK_REFUNDED: &str =
-    "UPDATE orders SET status = 'refunded', updated_at = $2 WHERE order_id = $1";
+/// Orders of a batch whose money moved before they were unlocked (a refund or dispute
+/// fulfilled before the payment): their unlock is settled against those facts.
+const WITH_MONEY_FACTS: &str = "\
+    amount_refunded > 0 OR dispute_id IS NOT NULL \
+    OR EXISTS (SELECT 1 FROM failed_refunds f WHERE f.order_id = orders.order_id)";
 
 const MARK_PROCESSED: &str = "\
     UPDATE processed_stripe_events \
@@ -216,6 +215,8 @@ macro_rules! upsert_order {
             .bind($status)
             .bind(order.payment_status.as_str())
             .bind($now)
+            .bind(order.amount)
+            .bind(order.currency.as_deref())
             .execute(&mut *$tx)
             .await?;
     }};
@@ -231,39 +232,38 @@ macro_rules! apply_plan {
         let mut missing_order = None;
         match plan {
             Plan::Session { order, action } => {
+                // The upsert takes the order's row lock before anything reads its ledger.
                 upsert_order!($tx, order, session_status(*action), now);
                 if *action == SessionAction::Unlock {
-                    sqlx::query(UNLOCK)
+                    let unlocked = sqlx::query(UNLOCK)
                         .bind(order.order_id.as_str())
                         .bind(event_id)
                         .bind(now)
                         .execute(&mut *$tx)
+                        .await?
+                        .rows_affected();
+                    if unlocked == 1 {
+                        $tx.settle_credits(
+                            order.order_id.as_str(),
+                            StepSource::Event(event_id),
+                            now,
+                        )
                         .await?;
-                }
-            }
-            Plan::Refund { payment_intent } => {
-                let order_id: Option<String> = sqlx::query_scalar(FIND_ORDER_BY_PAYMENT)
-                    .bind(payment_intent.as_str())
-                    .fetch_optional(&mut *$tx)
-                    .await?;
-                match order_id {
-                    None => missing_order = Some(payment_intent.clone()),
-                    Some(order_id) => {
-                        sqlx::query(REVOKE)
-                            .bind(order_id.as_str())
-                            .bind(event_id)
-                            .bind(now)
-                            .execute(&mut *$tx)
-                            .await?;
-                        sqlx::query(MARK_REFUNDED)
-                            .bind(order_id.as_str())
-                            .bind(now)
-                            .execute(&mut *$tx)
-                            .await?;
                     }
                 }
             }
-            Plan::PartialRefund => {}
+            Plan::Money {
+                payment_intent,
+                event,
+            } => match $tx.lock_order_by_payment(payment_intent).await? {
+                None => missing_order = Some(payment_intent.clone()),
+                Some(order_id) => {
+                    $tx.record_money_event(&order_id, event, event_id, now)
+                        .await?;
+                    $tx.settle_credits(&order_id, StepSource::Event(event_id), now)
+                        .await?;
+                }
+            },
         }
         match missing_order {
             Some(payment_intent) => Fulfilled::OrderNotFound { payment_intent },
@@ -564,16 +564,32 @@ impl Store {
                     )
                     .bind(column(|o| Some(o.payment_status.as_str())))
                     .bind(now)
+                    .bind(
+                        sessions
+                            .iter()
+                            .map(|(_, o, _)| o.amount)
+                            .collect::<Vec<Option<i64>>>(),
+                    )
+                    .bind(column(|o| o.currency.as_deref()))
                     .execute(&mut *tx)
                     .await?;
                 if !unlocks.is_empty() {
                     let (orders, events): (Vec<&str>, Vec<&str>) = unlocks.iter().copied().unzip();
                     sqlx::query(UNLOCK_POSTGRES)
-                        .bind(orders)
+                        .bind(&orders)
                         .bind(events)
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;
+                    let sql = format!(
+                        "SELECT order_id FROM orders WHERE order_id = ANY($1::text[]) \
+                         AND ({WITH_MONEY_FACTS})"
+                    );
+                    let moved: Vec<String> = sqlx::query_scalar(&sql)
+                        .bind(&orders)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    settle_moved(&mut tx, &unlocks, &moved, now).await?;
                 }
                 crate::failpoint::hit("after-ledger").await;
                 let marked = sqlx::query(MARK_ALL_PROCESSED_POSTGRES)
@@ -603,6 +619,8 @@ impl Store {
                             o.credits,
                             session_status(*action),
                             o.payment_status,
+                            o.amount,
+                            o.currency,
                         ])
                     })
                     .collect();
@@ -612,11 +630,22 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 if !unlocks.is_empty() {
+                    let orders: Vec<&str> = unlocks.iter().map(|(order, _)| *order).collect();
                     sqlx::query(UNLOCK_SQLITE)
                         .bind(serde_json::json!(unlocks).to_string())
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;
+                    let sql = format!(
+                        "SELECT order_id FROM orders \
+                         WHERE order_id IN (SELECT value FROM json_each($1)) \
+                         AND ({WITH_MONEY_FACTS})"
+                    );
+                    let moved: Vec<String> = sqlx::query_scalar(&sql)
+                        .bind(serde_json::json!(orders).to_string())
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    settle_moved(&mut tx, &unlocks, &moved, now).await?;
                 }
                 crate::failpoint::hit("after-ledger").await;
                 let marked = sqlx::query(MARK_ALL_PROCESSED_SQLITE)
@@ -639,4 +668,21 @@ impl Store {
             Ok(None)
         }
     }
+}
+
+/// Settles the unlocks of a batch against money facts recorded before them (rare: a refund
+/// or dispute fulfilled before the payment's own event).
+async fn settle_moved<T: MoneyTx>(
+    tx: &mut T,
+    unlocks: &[(&str, &str)],
+    moved: &[String],
+    now: i64,
+) -> Result<(), StoreError> {
+    for (order_id, event_id) in unlocks {
+        if moved.iter().any(|m| m == order_id) {
+            tx.settle_credits(order_id, StepSource::Event(event_id), now)
+                .await?;
+        }
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 use super::{BeginWrite, Pool, Store};
 use crate::error::StoreError;
 use crate::ids::{EventId, ObjectId};
-use crate::webhook::{DeliveryOutcome, Envelope};
+use crate::webhook::{ActionKey, DeliveryOutcome, Envelope};
 
 /// How many delivery rows one event id may accumulate. Stripe retries a handful of times;
 /// past this, a replayed delivery is still answered but no longer logged row by row.
@@ -25,6 +25,8 @@ pub enum WriteOp {
     Claim {
         envelope: Envelope,
         object_id: ObjectId,
+        /// The action the event describes; a second event for it is a twin.
+        action_key: ActionKey,
         payload: String,
         received_at: i64,
     },
@@ -92,9 +94,9 @@ impl<'a> DeliveryRow<'a> {
 
 const INSERT_CLAIM: &str = "\
     INSERT INTO processed_stripe_events \
-        (event_id, event_type, object_id, status, attempts, next_attempt_at, \
+        (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
          stripe_created, livemode, received_at, payload) \
-    VALUES ($1, $2, $3, 'processing', 0, $4, $5, $6, $4, $7) \
+    VALUES ($1, $2, $3, $8, 'processing', 0, $4, $5, $6, $4, $7) \
     ON CONFLICT DO NOTHING";
 
 /// Counts a repeated delivery on its claim. The row lock it takes on PostgreSQL also
@@ -103,8 +105,7 @@ const COUNT_REPEAT: &str = "\
     UPDATE processed_stripe_events SET deliveries = deliveries + 1 \
     WHERE event_id = $1 RETURNING deliveries";
 
-const FIND_ACTION: &str = "\
-    SELECT event_id FROM processed_stripe_events WHERE object_id = $1 AND event_type = $2";
+const FIND_ACTION: &str = "SELECT event_id FROM processed_stripe_events WHERE action_key = $1";
 
 const COUNT_DELIVERIES: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE event_id = $1";
 
@@ -143,14 +144,14 @@ macro_rules! insert_delivery {
 }
 
 /// Applies one write inside the open transaction `$tx`; evaluates to its `WriteResult`.
-/// A unique violation on the event id or on (object id, event type) is a duplicate, never
-/// an error.
+/// A unique violation on the event id or on the action key is a duplicate, never an error.
 macro_rules! apply_write {
     ($tx:expr, $op:expr) => {{
         match $op {
             WriteOp::Claim {
                 envelope,
                 object_id,
+                action_key,
                 payload,
                 received_at,
             } => {
@@ -162,6 +163,7 @@ macro_rules! apply_write {
                     .bind(envelope.created)
                     .bind(envelope.livemode)
                     .bind(payload.as_str())
+                    .bind(action_key.as_str())
                     .execute(&mut *$tx)
                     .await?
                     .rows_affected();
@@ -179,8 +181,7 @@ macro_rules! apply_write {
                     ClaimOutcome::DuplicateEvent
                 } else {
                     let original: String = sqlx::query_scalar(FIND_ACTION)
-                        .bind(object_id.as_str())
-                        .bind(envelope.event_type.as_str())
+                        .bind(action_key.as_str())
                         .fetch_optional(&mut *$tx)
                         .await?
                         .ok_or_else(|| {
@@ -232,11 +233,11 @@ macro_rules! apply_write {
 /// claims (the first of several deliveries of one event in a batch wins).
 const BULK_INSERT_CLAIMS: &str = "\
     INSERT INTO processed_stripe_events \
-        (event_id, event_type, object_id, status, attempts, next_attempt_at, \
+        (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
          stripe_created, livemode, received_at, payload) \
-    SELECT e, t, o, 'processing', 0, r, c, l, r, p \
+    SELECT e, t, o, a, 'processing', 0, r, c, l, r, p \
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::bool[], \
-                $7::text[]) AS u(e, t, o, r, c, l, p) \
+                $7::text[], $8::text[]) AS u(e, t, o, r, c, l, p, a) \
     ON CONFLICT DO NOTHING \
     RETURNING event_id";
 
@@ -286,15 +287,18 @@ async fn bulk_apply_postgres(
         Vec::new(),
         Vec::new(),
         Vec::new(),
+        Vec::new(),
     );
     for op in ops {
         if let WriteOp::Claim {
             envelope,
             object_id,
+            action_key,
             payload,
             received_at,
         } = op
         {
+            columns.7.push(action_key.as_str());
             columns.0.push(envelope.id.as_str());
             columns.1.push(envelope.event_type.as_str());
             columns.2.push(object_id.as_str());
@@ -312,6 +316,7 @@ async fn bulk_apply_postgres(
         .bind(&columns.4)
         .bind(&columns.5)
         .bind(&columns.6)
+        .bind(&columns.7)
         .fetch_all(&mut *tx)
         .await?;
     let mut new_claims: std::collections::HashSet<&str> =

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::money::{MoneyTx, StepSource};
 use super::{BeginWrite, Store};
 use crate::error::StoreError;
 use crate::ids::OrderId;
@@ -79,6 +80,10 @@ pub struct StripeRequestView {
     pub stripe_request_id: Option<String>,
     pub object_id: Option<String>,
     pub error: Option<String>,
+    /// The money the request moves (a refund's amount), in minor units.
+    pub amount: Option<i64>,
+    /// When a Checkout Session was found expired and replaced by a new one.
+    pub expired_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -106,10 +111,13 @@ type RequestRow = (
     Option<String>,
     i64,
     i64,
+    Option<i64>,
+    Option<i64>,
 );
 
 const REQUEST_COLUMNS: &str = "idempotency_key, operation, order_id, params_hash, status, \
-    attempts, http_status, stripe_request_id, object_id, error, created_at, updated_at";
+    attempts, http_status, stripe_request_id, object_id, error, created_at, updated_at, \
+    amount, expired_at";
 
 fn request_view(row: RequestRow) -> Result<StripeRequestView, StoreError> {
     let (
@@ -125,8 +133,12 @@ fn request_view(row: RequestRow) -> Result<StripeRequestView, StoreError> {
         error,
         created_at,
         updated_at,
+        amount,
+        expired_at,
     ) = row;
     Ok(StripeRequestView {
+        amount,
+        expired_at,
         status: RequestStatus::parse(&status)?,
         idempotency_key,
         operation,
@@ -150,8 +162,8 @@ const INSERT_ORDER: &str = "\
 
 const INSERT_REQUEST: &str = "\
     INSERT INTO stripe_requests (idempotency_key, operation, order_id, params_hash, status, \
-                                 created_at, updated_at) \
-    VALUES ($1, $2, $3, $4, 'pending', $5, $5) \
+                                 amount, created_at, updated_at) \
+    VALUES ($1, $2, $3, $4, 'pending', $6, $5, $5) \
     ON CONFLICT (idempotency_key) DO NOTHING";
 
 /// An attempt is about to be sent. A succeeded or failed request is final and never resent.
@@ -169,20 +181,22 @@ const RECORD_OUTCOME: &str = "\
 
 const SET_CHECKOUT: &str = "\
     UPDATE orders SET checkout_session_id = COALESCE(checkout_session_id, $2), \
-        checkout_url = COALESCE(checkout_url, $3), updated_at = $4 \
+        checkout_url = COALESCE(checkout_url, $3), \
+        checkout_expires_at = COALESCE(checkout_expires_at, $5), updated_at = $4 \
     WHERE order_id = $1";
 
-/// The revoke a refund call writes; the `charge.refunded` event that follows finds it and
-/// writes nothing (unique per order and kind), and so does a refund after that event.
-const REVOKE_FOR_REFUND: &str = "\
-    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
-                               idempotency_key, created_at) \
-    SELECT order_id, 'revoke', -delta, customer_email, customer_id, NULL, $2, $3 \
-    FROM credit_ledger WHERE order_id = $1 AND kind = 'unlock' \
-    ON CONFLICT DO NOTHING";
+/// Moves an open order whose session expired to the next generation (a compare-and-set on
+/// the generation: of two callers one moves it). The session stays findable through its
+/// request, marked expired.
+const NEXT_CHECKOUT: &str = "\
+    UPDATE orders SET checkout_generation = $2 + 1, checkout_session_id = NULL, \
+        checkout_url = NULL, checkout_expires_at = NULL, updated_at = $3 \
+    WHERE order_id = $1 AND checkout_generation = $2 AND status = 'awaiting_payment'";
 
-const MARK_REFUNDED: &str =
-    "UPDATE orders SET status = 'refunded', updated_at = $2 WHERE order_id = $1";
+const MARK_EXPIRED: &str = "\
+    UPDATE stripe_requests SET expired_at = $3, updated_at = $3 \
+    WHERE order_id = $1 AND operation = 'checkout_session' AND idempotency_key = $2 \
+      AND expired_at IS NULL";
 
 impl Store {
     /// Records an order the shop asked for, unless it exists. An existing order with the same
@@ -222,12 +236,14 @@ impl Store {
         }
     }
 
-    /// Remembers the Checkout Session created for an order (the first one wins).
+    /// Remembers the Checkout Session created for an order and when it expires (unix ms);
+    /// the first one of a generation wins.
     pub async fn set_checkout_session(
         &self,
         order_id: &OrderId,
         session_id: &str,
         url: Option<&str>,
+        expires_at: i64,
         now: i64,
     ) -> Result<(), StoreError> {
         on_pool!(self, pool => {
@@ -236,10 +252,43 @@ impl Store {
                 .bind(session_id)
                 .bind(url)
                 .bind(now)
+                .bind(expires_at)
                 .execute(pool)
                 .await
                 .map(|_| ())
         })?;
+        Ok(())
+    }
+
+    /// The open order's session of `generation` expired: the order moves to the next
+    /// generation (unless another caller moved it already) and the old session's request is
+    /// marked expired.
+    pub async fn expire_checkout(
+        &self,
+        order_id: &OrderId,
+        generation: i64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let old_key = crate::stripe::Operation::CheckoutSession { generation }.key(order_id);
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let moved = sqlx::query(NEXT_CHECKOUT)
+                .bind(order_id.as_str())
+                .bind(generation)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if moved == 1 {
+                sqlx::query(MARK_EXPIRED)
+                    .bind(order_id.as_str())
+                    .bind(old_key.as_str())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
         Ok(())
     }
 
@@ -249,6 +298,7 @@ impl Store {
         &self,
         key: &str,
         operation: &str,
+        amount: Option<i64>,
         order_id: &OrderId,
         params_hash: &str,
         now: i64,
@@ -260,6 +310,7 @@ impl Store {
                 .bind(order_id.as_str())
                 .bind(params_hash)
                 .bind(now)
+                .bind(amount)
                 .execute(pool)
                 .await
                 .map(|_| ())
@@ -337,32 +388,30 @@ impl Store {
         Ok(())
     }
 
-    /// A refund of the order succeeded: revoke its credits (once, whoever gets there first:
-    /// this call or the `charge.refunded` event) and mark it refunded, in one transaction.
-    /// Returns whether this call wrote the revoke.
+    /// A refund of the order succeeded and `refunded_after` is refunded in total: revoke the
+    /// credits in proportion and move the order's status, in one transaction under the
+    /// order's row lock. The `charge.refunded` event for the same refund carries the same
+    /// total and writes nothing (nor does this call after that event). Returns whether this
+    /// call wrote a ledger step.
     pub async fn record_refund(
         &self,
         order_id: &OrderId,
         key: &str,
+        refunded_after: i64,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let revoked = on_pool!(self, pool => {
+        let settled = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let revoked = sqlx::query(REVOKE_FOR_REFUND)
-                .bind(order_id.as_str())
-                .bind(key)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            sqlx::query(MARK_REFUNDED)
-                .bind(order_id.as_str())
-                .bind(now)
-                .execute(&mut *tx)
+            if !tx.lock_order(order_id.as_str()).await? {
+                return Err(StoreError::Corrupt(format!("order {order_id} vanished")));
+            }
+            tx.record_refunded_amount(order_id.as_str(), refunded_after, now).await?;
+            let settled = tx
+                .settle_credits(order_id.as_str(), StepSource::Request(key), now)
                 .await?;
             tx.commit().await?;
-            revoked
+            settled
         });
-        Ok(revoked == 1)
+        Ok(settled.rows > 0)
     }
 }

@@ -37,8 +37,12 @@ pub struct DeliveryView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerEntryView {
+    /// unlock | revoke | restore | dispute_hold | dispute_release
     pub kind: String,
     pub delta: i64,
+    /// The money behind the step, in minor units: for a revoke or restore the refunded total
+    /// after it, for a dispute step the disputed amount.
+    pub amount: Option<i64>,
     /// The event whose fulfilment wrote the entry; `None` for a revoke written by a refund
     /// Claimcheck made, which names its request instead.
     pub event_id: Option<String>,
@@ -50,9 +54,11 @@ pub struct LedgerEntryView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OrderView {
     pub order_id: String,
+    /// awaiting_payment | payment_failed | paid | partially_refunded | refunded | disputed |
+    /// chargeback
     pub status: String,
     pub payment_status: String,
-    /// Net credits granted: unlocks minus revokes.
+    /// Net credits granted: the unlock minus what refunds and disputes took back.
     pub credits_granted: i64,
     pub credits: i64,
     pub package: Option<String>,
@@ -63,7 +69,20 @@ pub struct OrderView {
     /// The price, in the currency's minor unit, for orders created through the order API.
     pub amount: Option<i64>,
     pub currency: Option<String>,
+    /// Money refunded and not failed, in minor units.
+    pub amount_refunded: i64,
+    /// The largest cumulative refunded amount seen, failed refunds included.
+    pub gross_refunded: i64,
+    /// Refunds that failed, in minor units.
+    pub refund_failed: i64,
+    /// open | won | lost, when the charge was disputed.
+    pub dispute_status: Option<String>,
+    pub dispute_id: Option<String>,
     pub checkout_url: Option<String>,
+    /// When the current Checkout Session expires (unix ms).
+    pub checkout_expires_at: Option<i64>,
+    /// 1 for the first Checkout Session, 2 after it expired, …
+    pub checkout_generation: i64,
     pub ledger: Vec<LedgerEntryView>,
     /// Every outgoing Stripe request made for this order, with its Idempotency-Key.
     pub stripe_requests: Vec<StripeRequestView>,
@@ -89,26 +108,37 @@ const CLAIM_COLUMNS: &str = "\
     attempts, last_error, lease_owner, lease_expires_at, next_attempt_at, deliveries, \
     livemode, received_at, processed_at";
 
-type OrderRow = (
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-);
+/// An `orders` row as [`ORDER_COLUMNS`] reads it.
+#[derive(sqlx::FromRow)]
+struct OrderRow {
+    order_id: String,
+    status: String,
+    payment_status: String,
+    credits: i64,
+    package: Option<String>,
+    customer_email: Option<String>,
+    customer_id: Option<String>,
+    checkout_session_id: Option<String>,
+    payment_intent_id: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    amount: Option<i64>,
+    currency: Option<String>,
+    checkout_url: Option<String>,
+    amount_refunded: i64,
+    dispute_status: Option<String>,
+    dispute_id: Option<String>,
+    checkout_expires_at: Option<i64>,
+    checkout_generation: i64,
+    refund_failed: i64,
+}
 
 const ORDER_COLUMNS: &str = "order_id, status, payment_status, credits, package, \
     customer_email, customer_id, checkout_session_id, payment_intent_id, created_at, updated_at, \
-    amount, currency, checkout_url";
+    amount, currency, checkout_url, amount_refunded, dispute_status, dispute_id, \
+    checkout_expires_at, checkout_generation, \
+    (SELECT CAST(COALESCE(SUM(f.amount), 0) AS BIGINT) FROM failed_refunds f \
+     WHERE f.order_id = orders.order_id) AS refund_failed";
 
 impl Store {
     /// Claims, newest first, in `state` if given; at most `limit`.
@@ -209,7 +239,7 @@ impl Store {
     }
 
     async fn order_view(&self, row: OrderRow) -> Result<OrderView, StoreError> {
-        let (
+        let OrderRow {
             order_id,
             status,
             payment_status,
@@ -224,25 +254,46 @@ impl Store {
             amount,
             currency,
             checkout_url,
-        ) = row;
-        const LEDGER: &str = "SELECT kind, delta, event_id, idempotency_key, created_at \
+            amount_refunded: gross_refunded,
+            dispute_status,
+            dispute_id,
+            checkout_expires_at,
+            checkout_generation,
+            refund_failed,
+        } = row;
+        const LEDGER: &str = "SELECT kind, delta, event_id, idempotency_key, created_at, amount \
                               FROM credit_ledger WHERE order_id = $1 ORDER BY id";
-        type LedgerRow = (String, i64, Option<String>, Option<String>, i64);
+        type LedgerRow = (
+            String,
+            i64,
+            Option<String>,
+            Option<String>,
+            i64,
+            Option<i64>,
+        );
         let entries: Vec<LedgerRow> = on_pool!(self, pool => {
             sqlx::query_as(LEDGER).bind(order_id.as_str()).fetch_all(pool).await
         })?;
         let ledger: Vec<LedgerEntryView> = entries
             .into_iter()
             .map(
-                |(kind, delta, event_id, idempotency_key, created_at)| LedgerEntryView {
+                |(kind, delta, event_id, idempotency_key, created_at, amount)| LedgerEntryView {
                     kind,
                     delta,
+                    amount,
                     event_id,
                     idempotency_key,
                     created_at,
                 },
             )
             .collect();
+        let money = crate::money::MoneyFacts {
+            credits,
+            amount,
+            refunded: gross_refunded,
+            refund_failed,
+            dispute: None,
+        };
         let stripe_requests = self.stripe_requests(&order_id).await?;
         Ok(OrderView {
             credits_granted: ledger.iter().map(|e| e.delta).sum(),
@@ -255,9 +306,16 @@ impl Store {
             customer_id,
             checkout_session_id,
             payment_intent_id,
+            amount_refunded: money.net_refunded(),
             amount,
             currency,
+            gross_refunded,
+            refund_failed,
+            dispute_status,
+            dispute_id,
             checkout_url,
+            checkout_expires_at,
+            checkout_generation,
             ledger,
             stripe_requests,
             created_at,

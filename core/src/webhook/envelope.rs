@@ -6,12 +6,59 @@ use serde::Deserialize;
 use crate::ids::{EventId, IdError, ObjectId};
 
 /// The event types Claimcheck acts on; every other type is recorded as ignored.
-pub const ACTING_TYPES: [&str; 4] = [
+pub const ACTING_TYPES: [&str; 7] = [
     "checkout.session.completed",
     "checkout.session.async_payment_succeeded",
     "checkout.session.async_payment_failed",
     "charge.refunded",
+    "refund.failed",
+    "charge.dispute.created",
+    "charge.dispute.closed",
 ];
+
+/// What names the one action an acting event describes: twin Event objects for one action
+/// carry the same key and are claimed once. Adding an acting type means deciding its key.
+///
+/// | type | key | why |
+/// |---|---|---|
+/// | `checkout.session.*` | `<type>:<session id>` | once per session |
+/// | `charge.refunded` | `<type>:<charge id>:<amount_refunded>` | sent once per refund, partial ones included, on the same charge; each raises the cumulative amount |
+/// | `refund.failed` | `<type>:<refund id>` | a refund fails once |
+/// | `charge.dispute.*` | `<type>:<dispute id>` | once per dispute |
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ActionKey(String);
+
+impl ActionKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ActionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn action_key(
+    event_type: &str,
+    object_id: &ObjectId,
+    object: &RawObject,
+) -> Result<ActionKey, EnvelopeError> {
+    let key = match event_type {
+        "charge.refunded" => {
+            let amount = object.amount_refunded.filter(|a| *a >= 0).ok_or_else(|| {
+                EnvelopeError::MissingField {
+                    event_type: event_type.to_owned(),
+                    field: "data.object.amount_refunded",
+                }
+            })?;
+            format!("{event_type}:{object_id}:{amount}")
+        }
+        _ => format!("{event_type}:{object_id}"),
+    };
+    Ok(ActionKey(key))
+}
 
 /// A parsed Stripe Event envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +73,8 @@ pub struct Envelope {
     pub object_id: Option<ObjectId>,
     /// `data.object.object`, e.g. `checkout.session`.
     pub object_kind: String,
+    /// For an acting type, the action it describes (see [`ActionKey`]).
+    pub action_key: Option<ActionKey>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +85,11 @@ pub enum EnvelopeError {
     Id(#[from] IdError),
     #[error("a {event_type} event must carry data.object.id")]
     MissingObjectId { event_type: String },
+    #[error("a {event_type} event must carry {field}")]
+    MissingField {
+        event_type: String,
+        field: &'static str,
+    },
     #[error("the event type is empty")]
     EmptyType,
 }
@@ -62,6 +116,9 @@ struct RawObject {
     #[serde(default)]
     id: Option<String>,
     object: String,
+    /// charge.refunded: the cumulative amount refunded, which names the refund.
+    #[serde(default)]
+    amount_refunded: Option<i64>,
 }
 
 impl Envelope {
@@ -71,27 +128,33 @@ impl Envelope {
         if raw.event_type.is_empty() {
             return Err(EnvelopeError::EmptyType);
         }
-        let object_id = raw.data.object.id.map(ObjectId::parse).transpose()?;
-        let envelope = Envelope {
+        let object = raw.data.object;
+        let object_id = object.id.clone().map(ObjectId::parse).transpose()?;
+        let action_key = if ACTING_TYPES.contains(&raw.event_type.as_str()) {
+            let id = object_id
+                .as_ref()
+                .ok_or_else(|| EnvelopeError::MissingObjectId {
+                    event_type: raw.event_type.clone(),
+                })?;
+            Some(action_key(&raw.event_type, id, &object)?)
+        } else {
+            None
+        };
+        Ok(Envelope {
             id: EventId::parse(raw.id)?,
             event_type: raw.event_type,
             created: raw.created,
             livemode: raw.livemode,
             api_version: raw.api_version,
             object_id,
-            object_kind: raw.data.object.object,
-        };
-        if envelope.is_acting() && envelope.object_id.is_none() {
-            return Err(EnvelopeError::MissingObjectId {
-                event_type: envelope.event_type,
-            });
-        }
-        Ok(envelope)
+            object_kind: object.object,
+            action_key,
+        })
     }
 
     /// Whether Claimcheck claims and fulfils this event type.
     pub fn is_acting(&self) -> bool {
-        ACTING_TYPES.contains(&self.event_type.as_str())
+        self.action_key.is_some()
     }
 }
 
@@ -118,6 +181,70 @@ mod tests {
             Envelope::parse(body),
             Err(EnvelopeError::MissingObjectId { .. })
         ));
+    }
+
+    fn key_of(body: &str) -> String {
+        Envelope::parse(body.as_bytes())
+            .unwrap()
+            .action_key
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn each_acting_type_has_its_action_key() {
+        let event = |kind: &str, object: &str| {
+            format!(
+                r#"{{"id":"evt_1","type":"{kind}","created":1,"livemode":false,"data":{{"object":{object}}}}}"#
+            )
+        };
+        let session = r#"{"id":"cs_1","object":"checkout.session"}"#;
+        assert_eq!(
+            key_of(&event("checkout.session.completed", session)),
+            "checkout.session.completed:cs_1"
+        );
+        // Each refund of one charge is its own action; twins of one refund share the amount.
+        let partial = r#"{"id":"ch_1","object":"charge","amount_refunded":2450}"#;
+        let rest = r#"{"id":"ch_1","object":"charge","amount_refunded":4900}"#;
+        assert_eq!(
+            key_of(&event("charge.refunded", partial)),
+            "charge.refunded:ch_1:2450"
+        );
+        assert_ne!(
+            key_of(&event("charge.refunded", partial)),
+            key_of(&event("charge.refunded", rest))
+        );
+        let refund = r#"{"id":"re_1","object":"refund","amount":100}"#;
+        assert_eq!(
+            key_of(&event("refund.failed", refund)),
+            "refund.failed:re_1"
+        );
+        let dispute = r#"{"id":"dp_1","object":"dispute","amount":4900}"#;
+        assert_eq!(
+            key_of(&event("charge.dispute.created", dispute)),
+            "charge.dispute.created:dp_1"
+        );
+        assert_eq!(
+            key_of(&event("charge.dispute.closed", dispute)),
+            "charge.dispute.closed:dp_1"
+        );
+        let no_amount = event("charge.refunded", r#"{"id":"ch_1","object":"charge"}"#);
+        assert!(matches!(
+            Envelope::parse(no_amount.as_bytes()),
+            Err(EnvelopeError::MissingField { .. })
+        ));
+        assert_eq!(
+            key_of(&String::from_utf8(fixture_bytes("charge.refunded")).unwrap()),
+            "charge.refunded:ch_pub00013Mxc9vLk:4900"
+        );
+    }
+
+    fn fixture_bytes(name: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/../fixtures/stripe/events/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(path).unwrap()
     }
 
     #[test]

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
 use claimcheck_core::auth::{Role, SignedIn, hash_password};
+use claimcheck_core::money::{format_money, parse_money};
 use claimcheck_core::payments;
 use claimcheck_core::worker::{Attempt, Worker};
 use claimcheck_core::{EventId, OrderId, now_ms};
@@ -125,6 +126,9 @@ async fn redrive(
 #[derive(Deserialize)]
 pub(super) struct RefundForm {
     order_id: String,
+    /// In the order's major unit (`24.50`); empty for what is left.
+    #[serde(default)]
+    amount: String,
     reason: String,
 }
 
@@ -147,17 +151,52 @@ async fn refund(
     let Some(stripe) = state.api.stripe.as_ref() else {
         return back(&page, "error", "Refunds need STRIPE_API_KEY on the server.");
     };
+    let amount = if form.amount.trim().is_empty() {
+        None
+    } else {
+        let currency = match state.store.order(&order_id).await {
+            Ok(Some(order)) => order.currency.unwrap_or_else(|| "chf".into()),
+            Ok(None) => return back("/orders", "error", "No such order."),
+            Err(error) => {
+                tracing::error!(error = &error as &dyn std::error::Error, "refund: storage");
+                return back(
+                    &page,
+                    "error",
+                    "The database is unavailable. Try again in a moment.",
+                );
+            }
+        };
+        match parse_money(&form.amount, &currency) {
+            Ok(minor) => Some(minor),
+            Err(problem) => return back(&format!("{page}/refund"), "error", &problem),
+        }
+    };
     let actor = format!("dashboard:{}", operator.username);
-    match payments::refund(&state.store, stripe, &order_id, &actor, form.reason.trim()).await {
+    match payments::refund(
+        &state.store,
+        stripe,
+        &order_id,
+        amount,
+        &actor,
+        form.reason.trim(),
+    )
+    .await
+    {
         Ok(done) if done.already_refunded => back(&page, "notice", "It was already refunded."),
-        Ok(done) => back(
-            &page,
-            "notice",
-            &format!(
-                "Refunded ({}); credits revoked.",
-                done.refund_id.as_deref().unwrap_or("refund id unknown")
-            ),
-        ),
+        Ok(done) => {
+            let currency = done.order.currency.as_deref().unwrap_or("chf");
+            back(
+                &page,
+                "notice",
+                &format!(
+                    "Refunded {} ({}); credits revoked in proportion.",
+                    done.amount
+                        .map(|a| format_money(a, currency))
+                        .unwrap_or_default(),
+                    done.refund_id.as_deref().unwrap_or("refund id unknown")
+                ),
+            )
+        }
         Err(error) => back(&page, "error", &format!("Not refunded: {error}")),
     }
 }

@@ -48,6 +48,8 @@ pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// The order the error is about, when the caller needs it to go on.
+    order: Option<OrderSummary>,
 }
 
 impl ApiError {
@@ -56,6 +58,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            order: None,
         }
     }
 
@@ -74,11 +77,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status,
-            Json(json!({ "error": self.code, "message": self.message })),
-        )
-            .into_response();
+        let mut body = json!({ "error": self.code, "message": self.message });
+        if let Some(order) = &self.order {
+            body["order"] = json!(order);
+        }
+        let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response
                 .headers_mut()
@@ -110,7 +113,16 @@ impl From<PaymentError> for ApiError {
             PaymentError::NoSuchOrder(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
             }
-            PaymentError::NotRefundable { .. } | PaymentError::NoPaymentIntent(_) => {
+            // Nothing is left to pay: the shop shows the order as it is, never a new session.
+            PaymentError::Settled(order) => ApiError {
+                order: Some(OrderSummary::from(*order)),
+                ..ApiError::new(StatusCode::CONFLICT, "order_settled", message)
+            },
+            PaymentError::NotRefundable { .. }
+            | PaymentError::NoPaymentIntent(_)
+            | PaymentError::NoAmount(_)
+            | PaymentError::BadAmount { .. }
+            | PaymentError::RefundUnanswered { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "not_refundable", message)
             }
             PaymentError::Call(CallError::Indeterminate { .. }) => ApiError::new(
@@ -201,6 +213,8 @@ struct OrderSummary {
     credits: i64,
     credits_granted: i64,
     amount: Option<i64>,
+    /// Refunded and not failed, in minor units.
+    amount_refunded: i64,
     currency: Option<String>,
     checkout_session_id: Option<String>,
     checkout_url: Option<String>,
@@ -217,6 +231,7 @@ impl From<OrderView> for OrderSummary {
             credits: order.credits,
             credits_granted: order.credits_granted,
             amount: order.amount,
+            amount_refunded: order.amount_refunded,
             currency: order.currency,
             checkout_session_id: order.checkout_session_id,
             checkout_url: order.checkout_url,

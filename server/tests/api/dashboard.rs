@@ -15,15 +15,15 @@ on_both_backends!(
 /// processed and failed.
 const ONE_CLAIM_PER_STATE: &str = "
     INSERT INTO processed_stripe_events
-        (event_id, event_type, object_id, status, lease_owner, lease_expires_at,
+        (event_id, event_type, object_id, action_key, status, lease_owner, lease_expires_at,
          next_attempt_at, stripe_created, livemode, received_at, payload)
     VALUES
-        ('evt_p', 'checkout.session.completed', 'cs_p', 'processing', NULL, NULL, 0, 0, FALSE, 0, '{}'),
-        ('evt_r', 'checkout.session.completed', 'cs_r', 'processing', 'w1', 99999999999999, 0, 0, FALSE, 0, '{}'),
-        ('evt_s1', 'checkout.session.completed', 'cs_s1', 'processing', 'w1', 1, 0, 0, FALSE, 0, '{}'),
-        ('evt_s2', 'charge.refunded', 'ch_s2', 'processing', 'w2', 2, 0, 0, FALSE, 0, '{}'),
-        ('evt_d', 'checkout.session.completed', 'cs_d', 'processed', NULL, NULL, 0, 0, FALSE, 0, '{}'),
-        ('evt_f', 'checkout.session.completed', 'cs_f', 'failed', NULL, NULL, 0, 0, FALSE, 0, '{}');
+        ('evt_p', 'checkout.session.completed', 'cs_p', 'p', 'processing', NULL, NULL, 0, 0, FALSE, 0, '{}'),
+        ('evt_r', 'checkout.session.completed', 'cs_r', 'r', 'processing', 'w1', 99999999999999, 0, 0, FALSE, 0, '{}'),
+        ('evt_s1', 'checkout.session.completed', 'cs_s1', 's1', 'processing', 'w1', 1, 0, 0, FALSE, 0, '{}'),
+        ('evt_s2', 'charge.refunded', 'ch_s2', 's2', 'processing', 'w2', 2, 0, 0, FALSE, 0, '{}'),
+        ('evt_d', 'checkout.session.completed', 'cs_d', 'd', 'processed', NULL, NULL, 0, 0, FALSE, 0, '{}'),
+        ('evt_f', 'checkout.session.completed', 'cs_f', 'f', 'failed', NULL, NULL, 0, 0, FALSE, 0, '{}');
 ";
 
 async fn overview_page_renders_on_the_server(app: TestApp) {

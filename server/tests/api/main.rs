@@ -11,6 +11,7 @@ mod dashboard;
 mod demo;
 mod fulfilment;
 mod health;
+mod money;
 mod operator_cli;
 mod outgoing;
 mod simulate;

@@ -28,6 +28,10 @@ on_both_backends!(
     admins_refund_from_the_dashboard_and_support_cannot,
     a_call_given_up_while_stripe_works_gets_the_replay,
     a_refused_request_stays_refused,
+    our_partial_refunds_and_their_events_revoke_each_share_once,
+    a_refund_for_more_than_is_left_is_refused_before_sending,
+    the_order_api_never_opens_a_second_session_for_a_settled_order,
+    an_expired_session_is_replaced_under_the_next_key,
 );
 
 pub const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
@@ -221,11 +225,20 @@ impl Shop {
     }
 
     async fn refund(&self, order_id: &str) -> Result<payments::Refunded, payments::PaymentError> {
+        self.refund_amount(order_id, None).await
+    }
+
+    async fn refund_amount(
+        &self,
+        order_id: &str,
+        amount: Option<i64>,
+    ) -> Result<payments::Refunded, payments::PaymentError> {
         let api = stripe_api(&self.sim);
         payments::refund(
             &self.app.store,
             &api,
             &OrderId::parse(order_id).unwrap(),
+            amount,
             "test:support",
             "customer asked",
         )
@@ -234,6 +247,29 @@ impl Shop {
 }
 
 impl Shop {
+    /// Delivers every event the simulator made (refunds) and fulfils them.
+    async fn deliver_sim_events(&self, kind: &str) -> usize {
+        let events: Vec<Value> = reqwest::get(format!("{}/_sim/events", self.sim.base_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let mut delivered = 0;
+        for event in events.iter().filter(|e| e["type"] == kind) {
+            let status = self
+                .app
+                .deliver(&serde_json::to_vec(event).unwrap())
+                .await
+                .status();
+            assert_eq!(status, 200, "{event}");
+            delivered += 1;
+        }
+        let worker = Worker::new(self.app.store.clone(), "w", WorkerConfig::default());
+        while !worker.run_once().await.unwrap().is_empty() {}
+        delivered
+    }
+
     /// Runs the `claimcheck` binary against this shop's database and simulator.
     fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"));
@@ -523,7 +559,7 @@ async fn a_refund_that_times_out_after_stripe_acted_is_retried_into_the_same_ref
         .order
         .stripe_requests
         .iter()
-        .find(|r| r.idempotency_key == "refund:ord_refund")
+        .find(|r| r.idempotency_key == "refund:ord_refund:4900")
         .unwrap();
     assert_eq!(request.status.as_str(), "succeeded");
     assert_eq!(request.object_id, refunds[0].object_id);
@@ -583,6 +619,8 @@ async fn a_refund_and_its_charge_refunded_event_revoke_once(backend: Backend) {
         "data": { "object": {
             "id": "ch_ord_evt",
             "object": "charge",
+            "amount": 4900,
+            "amount_refunded": 4900,
             "payment_intent": "pi_ord_evt",
             "refunded": true,
         }},
@@ -614,7 +652,10 @@ async fn a_refund_and_its_charge_refunded_event_revoke_once(backend: Backend) {
         .unwrap();
     let revoke = order.ledger.iter().find(|e| e.kind == "revoke").unwrap();
     assert_eq!(revoke.event_id, None);
-    assert_eq!(revoke.idempotency_key.as_deref(), Some("refund:ord_evt"));
+    assert_eq!(
+        revoke.idempotency_key.as_deref(),
+        Some("refund:ord_evt:4900")
+    );
 
     // The customer's balance through the API.
     let balance: Value = shop
@@ -700,7 +741,13 @@ async fn tokens_refunds_and_keys_from_the_command_line(backend: Backend) {
     assert_eq!(created.status(), 201);
     shop.app
         .store
-        .set_checkout_session(&OrderId::parse("ord_cli").unwrap(), "cs_x", None, now_ms())
+        .set_checkout_session(
+            &OrderId::parse("ord_cli").unwrap(),
+            "cs_x",
+            None,
+            now_ms() + 86_400_000,
+            now_ms(),
+        )
         .await
         .unwrap();
     // Paid through its webhook.
@@ -820,7 +867,7 @@ async fn a_refund_killed_during_the_call_is_completed_by_the_next_run(backend: B
     let refund = order
         .stripe_requests
         .iter()
-        .find(|r| r.idempotency_key == "refund:ord_crash")
+        .find(|r| r.idempotency_key == "refund:ord_crash:4900")
         .unwrap();
     assert_eq!(refund.status.as_str(), "pending");
     assert_eq!(refund.attempts, 1);
@@ -930,7 +977,14 @@ async fn a_refused_request_stays_refused(backend: Backend) {
     let store = &shop.app.store;
     let order = OrderId::parse("ord_refused").unwrap();
     store
-        .record_stripe_request("refund:ord_refused", "refund", &order, "h", now_ms())
+        .record_stripe_request(
+            "refund:ord_refused:4900",
+            "refund",
+            Some(4900),
+            &order,
+            "h",
+            now_ms(),
+        )
         .await
         .unwrap();
     let outcome = |status, error: &'static str| RequestOutcome {
@@ -942,7 +996,7 @@ async fn a_refused_request_stays_refused(backend: Backend) {
     };
     store
         .record_stripe_outcome(
-            "refund:ord_refused",
+            "refund:ord_refused:4900",
             &outcome(RequestStatus::Failed, "invalid_request_error: no"),
             now_ms(),
         )
@@ -950,14 +1004,14 @@ async fn a_refused_request_stays_refused(backend: Backend) {
         .unwrap();
     store
         .record_stripe_outcome(
-            "refund:ord_refused",
+            "refund:ord_refused:4900",
             &outcome(RequestStatus::Indeterminate, "timed out"),
             now_ms(),
         )
         .await
         .unwrap();
     let request = store
-        .stripe_request("refund:ord_refused")
+        .stripe_request("refund:ord_refused:4900")
         .await
         .unwrap()
         .unwrap();
@@ -967,4 +1021,155 @@ async fn a_refused_request_stays_refused(backend: Backend) {
     let error = shop.refund("ord_refused").await.unwrap_err();
     assert!(error.to_string().contains("refused"), "{error}");
     assert!(performed(&shop.log().await, "/v1/refunds").is_empty());
+}
+
+/// Half of an order back, then the rest, each through the outgoing client with its own key
+/// (`refund:<order>:<total after it>`); Stripe's `charge.refunded` for each arrives later and
+/// writes nothing more.
+async fn our_partial_refunds_and_their_events_revoke_each_share_once(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_parts").await;
+    let half = shop.refund_amount("ord_parts", Some(2450)).await.unwrap();
+    assert!(half.revoked_now);
+    assert_eq!(half.amount, Some(2450));
+    assert_eq!(half.order.credits_granted, 20);
+    assert_eq!(half.order.status, "partially_refunded");
+    assert!(
+        half.order
+            .stripe_requests
+            .iter()
+            .any(|r| r.idempotency_key == "refund:ord_parts:2450" && r.amount == Some(2450))
+    );
+    assert_eq!(shop.deliver_sim_events("charge.refunded").await, 1);
+    assert_eq!(shop.credits("ord_parts").await, 20, "the event revokes nothing more");
+
+    let rest = shop.refund("ord_parts").await.unwrap();
+    assert_eq!(rest.amount, Some(2450), "what was left");
+    assert_eq!(rest.order.credits_granted, 0);
+    assert_eq!(rest.order.status, "refunded");
+    assert_eq!(shop.deliver_sim_events("charge.refunded").await, 2);
+    assert_eq!(shop.credits("ord_parts").await, 0);
+    assert_eq!(shop.ledger_rows("ord_parts", "revoke").await, 2);
+    let keys: Vec<String> = rest
+        .order
+        .ledger
+        .iter()
+        .filter_map(|e| e.idempotency_key.clone())
+        .collect();
+    assert_eq!(keys, ["refund:ord_parts:2450", "refund:ord_parts:4900"]);
+    let log = shop.log().await;
+    assert_eq!(performed(&log, "/v1/refunds").len(), 2);
+
+    // Nothing is left: asking again reports the last refund and sends nothing.
+    let again = shop.refund("ord_parts").await.unwrap();
+    assert!(again.already_refunded);
+    assert_eq!(shop.log().await.len(), log.len());
+}
+
+async fn a_refund_for_more_than_is_left_is_refused_before_sending(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_much").await;
+    shop.refund_amount("ord_much", Some(4000)).await.unwrap();
+    let error = shop
+        .refund_amount("ord_much", Some(1000))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            payments::PaymentError::BadAmount {
+                refundable: 900,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("900"), "{error}");
+    assert_eq!(performed(&shop.log().await, "/v1/refunds").len(), 1);
+    // floor(40 × 4000 ÷ 4900) = 32 revoked.
+    assert_eq!(shop.credits("ord_much").await, 8);
+}
+
+async fn the_order_api_never_opens_a_second_session_for_a_settled_order(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_settled").await;
+    let sessions = shop.objects("checkout_sessions").await.len();
+    let again = shop
+        .post_order(json!({
+            "order_id": "ord_settled",
+            "package": "thesis-40",
+            "customer_email": "anna@example.ch",
+        }))
+        .await;
+    assert_eq!(again.status(), 409);
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["error"], "order_settled");
+    assert_eq!(body["order"]["status"], "paid");
+    assert_eq!(body["order"]["credits_granted"], 40);
+    assert_eq!(shop.objects("checkout_sessions").await.len(), sessions);
+
+    // Refunded in full: still settled.
+    shop.refund("ord_settled").await.unwrap();
+    let refunded = shop
+        .post_order(json!({
+            "order_id": "ord_settled",
+            "package": "thesis-40",
+            "customer_email": "anna@example.ch",
+        }))
+        .await;
+    assert_eq!(refunded.status(), 409);
+    let body: Value = refunded.json().await.unwrap();
+    assert_eq!(body["order"]["status"], "refunded");
+    assert_eq!(shop.objects("checkout_sessions").await.len(), sessions);
+}
+
+async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
+    let shop = shop(backend).await;
+    let body = json!({
+        "order_id": "ord_late",
+        "package": "thesis-40",
+        "customer_email": "anna@example.ch",
+    });
+    let first: Value = shop.post_order(body.clone()).await.json().await.unwrap();
+    // Still open: the same session again.
+    let same: Value = shop.post_order(body.clone()).await.json().await.unwrap();
+    assert_eq!(same["checkout_session_id"], first["checkout_session_id"]);
+    // Stripe expired it a day later (plus the safety margin).
+    shop.app
+        .db
+        .execute(&format!(
+            "UPDATE orders SET checkout_expires_at = {} WHERE order_id = 'ord_late'",
+            now_ms() - 3_600_000
+        ))
+        .await;
+    let renewed = shop.post_order(body.clone()).await;
+    assert_eq!(renewed.status(), 200);
+    let renewed: Value = renewed.json().await.unwrap();
+    assert_ne!(renewed["checkout_session_id"], first["checkout_session_id"]);
+    assert_ne!(renewed["checkout_url"], first["checkout_url"]);
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 2);
+    let order = shop
+        .app
+        .store
+        .order(&OrderId::parse("ord_late").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(order.checkout_generation, 2);
+    let requests: Vec<(&str, bool)> = order
+        .stripe_requests
+        .iter()
+        .map(|r| (r.idempotency_key.as_str(), r.expired_at.is_some()))
+        .collect();
+    assert_eq!(
+        requests,
+        [
+            ("checkout-session:ord_late", true),
+            ("checkout-session:ord_late:2", false)
+        ]
+    );
+    // And the new one is kept while it is open.
+    let kept: Value = shop.post_order(body).await.json().await.unwrap();
+    assert_eq!(kept["checkout_session_id"], renewed["checkout_session_id"]);
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 2);
 }
