@@ -85,6 +85,20 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, ServerError>
         return serde_json::from_str(&text).map_err(|e| fail("demo.json")(e.to_string()));
     }
     let token = NewToken::generate().map_err(|e| fail("token")(e.to_string()))?;
+    // The days already played in this database (each left its crashed worker's claim), so
+    // that a lost demo.json does not replay a day's order ids.
+    let mut days = 0;
+    while store
+        .claim(
+            &EventId::parse(crash_event(days + 1)).map_err(|e| fail("crash")(e.to_string()))?,
+            now_ms(),
+        )
+        .await
+        .map_err(|e| fail("database")(e.to_string()))?
+        .is_some()
+    {
+        days += 1;
+    }
     let state = DemoState {
         webhook_secret: format!(
             "whsec_{}",
@@ -93,7 +107,7 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, ServerError>
         api_token: token.token.clone(),
         username: "demo".into(),
         password: random_id("pw").map_err(|e| fail("password")(e.to_string()))?,
-        days: 0,
+        days,
     };
     let password = state.password.clone();
     let hash = tokio::task::spawn_blocking(move || hash_password(&password))

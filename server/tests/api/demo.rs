@@ -90,7 +90,10 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
              AND (SELECT SUM(delta) FROM credit_ledger l WHERE l.order_id = o.order_id) <> 0",
         )
         .await;
-    assert_eq!(refunds_not_revoked, 0, "refunded and charged-back orders keep no credits");
+    assert_eq!(
+        refunds_not_revoked, 0,
+        "refunded and charged-back orders keep no credits"
+    );
     assert!(
         db.count("SELECT COUNT(*) FROM orders WHERE status = 'chargeback'")
             .await
@@ -139,6 +142,9 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     std::fs::remove_file(format!("{data}/demo.json")).unwrap();
     let (ok, third, stderr) = claimcheck(&demo, &url).await;
     assert!(ok, "{third}\n{stderr}");
+    // It goes on with the next day rather than replaying the first one's orders.
+    assert_eq!(report(&third)["day"], 3, "{third}");
+    assert_eq!(report(&third)["exactly_once"], true, "{third}");
     let password = third
         .lines()
         .find_map(|l| l.trim().strip_prefix("sign in as demo / "))

@@ -297,11 +297,7 @@ async fn a_dispute_holds_the_credits_and_a_win_restores_them(app: TestApp) {
     let o = Order::new("won");
     deliver(&app, &o.paid()).await;
     deliver(&app, &o.refunded(1000)).await;
-    deliver(
-        &app,
-        &o.dispute("charge.dispute.created", "needs_response"),
-    )
-    .await;
+    deliver(&app, &o.dispute("charge.dispute.created", "needs_response")).await;
     settle(&app).await;
     let held = order(&app, &o).await;
     assert_eq!(held.status, "disputed");
@@ -322,11 +318,7 @@ async fn a_lost_dispute_is_a_chargeback_without_credits(app: TestApp) {
     // The close arrives before the opening; the opening then changes nothing.
     deliver(&app, &o.dispute("charge.dispute.closed", "lost")).await;
     settle(&app).await;
-    deliver(
-        &app,
-        &o.dispute("charge.dispute.created", "needs_response"),
-    )
-    .await;
+    deliver(&app, &o.dispute("charge.dispute.created", "needs_response")).await;
     settle(&app).await;
     let lost = order(&app, &o).await;
     assert_eq!(lost.status, "chargeback");
@@ -471,7 +463,10 @@ async fn a_refund_racing_the_async_unlock_waits_for_it_on_postgres() {
             std::time::Instant::now() < deadline,
             "the refund never waited"
         );
-        assert!(!refund.is_finished(), "the refund did not wait for the unlock");
+        assert!(
+            !refund.is_finished(),
+            "the refund did not wait for the unlock"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     sqlx::query("COMMIT").execute(&mut held).await.unwrap();

@@ -1041,7 +1041,11 @@ async fn our_partial_refunds_and_their_events_revoke_each_share_once(backend: Ba
             .any(|r| r.idempotency_key == "refund:ord_parts:2450" && r.amount == Some(2450))
     );
     assert_eq!(shop.deliver_sim_events("charge.refunded").await, 1);
-    assert_eq!(shop.credits("ord_parts").await, 20, "the event revokes nothing more");
+    assert_eq!(
+        shop.credits("ord_parts").await,
+        20,
+        "the event revokes nothing more"
+    );
 
     let rest = shop.refund("ord_parts").await.unwrap();
     assert_eq!(rest.amount, Some(2450), "what was left");
