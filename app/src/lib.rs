@@ -113,6 +113,12 @@ fn TopBar() -> impl IntoView {
                         <form method="post" action="/logout" class="inline">
                             <button type="submit" class="link-button">"Sign out"</button>
                         </form>
+                        <form method="post" action="/logout" class="inline">
+                            <input type="hidden" name="everywhere" value="1"/>
+                            <button type="submit" class="link-button" title="End every session of yours, on every device">
+                                "Sign out everywhere"
+                            </button>
+                        </form>
                     </div>
                 }
             })}

@@ -21,3 +21,43 @@ pub enum StoreError {
     #[error("the database holds a value this version does not understand: {0}")]
     Corrupt(String),
 }
+
+impl StoreError {
+    /// Whether the database was unreachable or busy rather than the query wrong: SQLite's
+    /// write lock held too long, PostgreSQL restarting, failing over or refusing connections,
+    /// a connection lost, the pool out of connections. Asking again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        let error = match self {
+            StoreError::Query(error) | StoreError::Connect(error) => error,
+            StoreError::WriterStopped => return true,
+            StoreError::CreateDir { .. } | StoreError::Migrate(_) | StoreError::Corrupt(_) => {
+                return false;
+            }
+        };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(db) => {
+                let code = db.code().unwrap_or_default();
+                if db
+                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some()
+                {
+                    // Connection exceptions (08), serialization failures and deadlocks (40),
+                    // insufficient resources (53), operator intervention such as an
+                    // administrator's shutdown or a server starting up (57P0x).
+                    ["08", "40", "53", "57P0"]
+                        .iter()
+                        .any(|class| code.starts_with(class))
+                } else {
+                    // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), extended codes included.
+                    code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+                }
+            }
+            _ => false,
+        }
+    }
+}

@@ -57,8 +57,8 @@ impl FromStr for Packages {
             let credits: i64 = parts
                 .next()
                 .and_then(|c| c.parse().ok())
-                .filter(|c| *c > 0)
-                .ok_or_else(|| format!("'{entry}': credits must be a positive whole number"))?;
+                .filter(|c| (1..=MAX_CREDITS).contains(c))
+                .ok_or_else(|| format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}"))?;
             let price = match (parts.next(), parts.next(), parts.next()) {
                 (None, _, _) => None,
                 (Some(amount), Some(currency), None) => {
@@ -80,6 +80,10 @@ impl FromStr for Packages {
         Ok(Packages(packages))
     }
 }
+
+/// The most credits one order may unlock: a larger number from Stripe's metadata is a
+/// mistake (or worse), not a purchase.
+pub const MAX_CREDITS: i64 = 1_000_000;
 
 /// What a checkout session event asks of its order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +158,9 @@ pub enum PlanError {
         "order {order_id}: no credit amount (metadata.credits, or a package known to CLAIMCHECK_PACKAGES)"
     )]
     NoCredits { order_id: String },
-    #[error("order {order_id}: metadata.credits '{value}' is not a positive whole number")]
+    #[error(
+        "order {order_id}: metadata.credits '{value}' is not a whole number from 1 to {MAX_CREDITS}"
+    )]
     BadCredits { order_id: String, value: String },
     #[error("the session's payment_status '{0}' is unknown")]
     UnknownPaymentStatus(String),
@@ -281,7 +287,7 @@ pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan
         Some(value) => value
             .parse::<i64>()
             .ok()
-            .filter(|c| *c > 0)
+            .filter(|c| (1..=MAX_CREDITS).contains(c))
             .ok_or_else(|| PlanError::BadCredits {
                 order_id: order_id.to_string(),
                 value,
@@ -573,6 +579,15 @@ mod tests {
             plan("checkout.session.completed", no_order, &Packages::default()),
             Err(PlanError::NoOrderId)
         );
+        for credits in ["1000001", "99999999999999999999", "0"] {
+            let payload = format!(
+                r#"{{"data":{{"object":{{"id":"cs_1","payment_status":"paid","metadata":{{"order_id":"o","credits":"{credits}"}}}}}}}}"#
+            );
+            assert!(matches!(
+                plan("checkout.session.completed", &payload, &Packages::default()),
+                Err(PlanError::BadCredits { .. })
+            ), "{credits}");
+        }
         let bad_credits = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid","metadata":{"order_id":"o","credits":"-3"}}}}"#;
         assert!(matches!(
             plan(

@@ -2,7 +2,12 @@
 //! there is work, then wait to be woken (a new claim in this process) or for the next poll
 //! (claims from other instances, backoffs coming due, stale leases).
 //!
-//! `run_once` does one claim and is what tests and re-drives call; `run` is the loop.
+//! `run_once` leases a batch and works it (`lease` and `work` apart, for drills that act
+//! between the two); `run` is the loop.
+//!
+//! Attempts count fulfilment failures only: a database that is busy, restarting or failing
+//! over is waited out, within the lease, and a claim given back because the database stayed
+//! away keeps its attempts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +80,18 @@ pub enum Attempt {
     LeaseLost {
         event_id: EventId,
     },
+    /// The database was unavailable throughout; the claim was given back, its attempt not
+    /// counted.
+    Deferred {
+        event_id: EventId,
+    },
+}
+
+/// Claims leased by one worker, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leased {
+    pub claims: Vec<LeasedClaim>,
+    pub leased_at: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -98,23 +115,37 @@ impl Worker {
     }
 
     /// Leases up to a batch of due claims and works them; empty when nothing is due.
-    /// Their effects are committed together; a batch that cannot be (a lease lost, a
-    /// storage error) is worked again claim by claim, each with its own answer.
     pub async fn run_once(&self) -> Result<Vec<Attempt>, StoreError> {
+        let claims = self.lease().await?;
+        self.work_leased(claims).await
+    }
+
+    /// Leases up to a batch of due claims to this worker.
+    pub async fn lease(&self) -> Result<Leased, StoreError> {
+        let leased_at = now_ms();
         let claims = self
             .store
             .lease_due(
                 &self.owner,
-                now_ms(),
+                leased_at,
                 self.lease_ms(),
                 self.config.auto_rescue,
                 self.config.max_attempts,
                 self.config.batch_size.max(1),
             )
             .await?;
+        Ok(Leased { claims, leased_at })
+    }
+
+    /// Works leased claims. Their effects are committed together; a batch that cannot be (a
+    /// lease lost, a storage error) is worked again claim by claim, each with its own answer.
+    pub async fn work_leased(&self, leased: Leased) -> Result<Vec<Attempt>, StoreError> {
+        let Leased { claims, leased_at } = leased;
         if claims.is_empty() {
             return Ok(Vec::new());
         }
+        // Storage errors are waited out until shortly before the lease ends.
+        let deadline = leased_at + self.lease_ms() - self.lease_ms() / 10;
         crate::failpoint::hit("after-lease").await;
         let mut attempts = Vec::with_capacity(claims.len());
         let mut planned = Vec::with_capacity(claims.len());
@@ -144,10 +175,7 @@ impl Worker {
             }
         }
         for (claim, plan) in planned {
-            let fulfilled = self
-                .store
-                .fulfil(&claim, &self.owner, &plan, now_ms())
-                .await;
+            let fulfilled = self.fulfil_waiting(&claim, &plan, deadline).await;
             attempts.push(self.settle(claim, fulfilled).await?);
         }
         Ok(attempts)
@@ -155,15 +183,42 @@ impl Worker {
 
     /// Works one leased claim (re-drive).
     async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
+        let deadline = now_ms() + self.lease_ms() - self.lease_ms() / 10;
         crate::failpoint::hit("after-lease").await;
         match plan(&claim.event_type, &claim.payload, &self.config.packages) {
             Err(error) => self.fail(claim, error.to_string()).await,
             Ok(plan) => {
-                let fulfilled = self
-                    .store
-                    .fulfil(&claim, &self.owner, &plan, now_ms())
-                    .await;
+                let fulfilled = self.fulfil_waiting(&claim, &plan, deadline).await;
                 self.settle(claim, fulfilled).await
+            }
+        }
+    }
+
+    /// Fulfils one claim, waiting out a database that is busy or away (backoff from 50 ms,
+    /// doubling to 2 s) until `deadline`; any other error is returned at once.
+    async fn fulfil_waiting(
+        &self,
+        claim: &LeasedClaim,
+        plan: &Plan,
+        deadline: i64,
+    ) -> Result<Fulfilled, StoreError> {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match self.store.fulfil(claim, &self.owner, plan, now_ms()).await {
+                Err(error) if error.is_transient() => {
+                    let wait = i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX / 2);
+                    if now_ms() + wait >= deadline {
+                        return Err(error);
+                    }
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        event_id = %claim.event_id,
+                        "the database is unavailable; waiting to fulfil again"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                other => return other,
             }
         }
     }
@@ -192,6 +247,18 @@ impl Worker {
                     "no order is paid by {payment_intent} yet; its checkout session event may still be on the way"
                 );
                 self.fail(claim, error).await
+            }
+            Err(error) if error.is_transient() => {
+                // The database stayed away for the whole lease: give the claim back without
+                // counting the attempt against it.
+                tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "the database stayed unavailable; the claim is given back");
+                let next = now_ms() + i64::try_from(self.config.base_backoff.as_millis()).unwrap_or(0);
+                self.store
+                    .release_uncounted(&claim.event_id, &self.owner, next, &error.to_string())
+                    .await?;
+                Ok(Attempt::Deferred {
+                    event_id: claim.event_id,
+                })
             }
             Err(error) => {
                 tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "fulfilment failed");
@@ -269,6 +336,9 @@ impl Worker {
             Ok(Attempt::Processed { .. }) => "processed".to_owned(),
             Ok(Attempt::Failed { error, .. }) => format!("failed: {error}"),
             Ok(Attempt::LeaseLost { .. }) => "lease lost".to_owned(),
+            Ok(Attempt::Deferred { .. }) => {
+                "deferred: the database was unavailable; it will run again".to_owned()
+            }
             Err(refused) => format!("refused: {refused}"),
         };
         self.store

@@ -210,6 +210,23 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub secure_cookie: Option<bool>,
+    /// Where people reach the dashboard, e.g. https://pay.shop.ch behind a TLS proxy: the
+    /// session cookie is Secure when it is https.
+    #[arg(
+        long = "public-url",
+        env = "CLAIMCHECK_PUBLIC_URL",
+        value_name = "CLAIMCHECK_PUBLIC_URL"
+    )]
+    pub public_url: Option<crate::startup::PublicUrl>,
+    /// Reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For or
+    /// Forwarded header names the client; other peers' headers are ignored.
+    #[arg(
+        long = "trusted-proxies",
+        env = "CLAIMCHECK_TRUSTED_PROXIES",
+        value_name = "CLAIMCHECK_TRUSTED_PROXIES",
+        default_value = ""
+    )]
+    pub trusted_proxies: crate::TrustedProxies,
 }
 
 /// The outgoing Stripe client: shared by `serve` and `orders refund`.
@@ -398,6 +415,8 @@ impl ServeArgs {
                 idle_timeout: Duration::from_secs(self.session_idle_minutes * 60),
                 absolute_timeout: Duration::from_secs(self.session_absolute_hours * 3600),
                 secure_cookie: self.secure_cookie,
+                public_url: self.public_url,
+                trusted_proxies: self.trusted_proxies,
             },
             checkout_urls: match (self.checkout_success_url, self.checkout_cancel_url) {
                 (Some(success_url), Some(cancel_url)) => Some(CheckoutUrls {

@@ -370,6 +370,11 @@ pub async fn claims(command: ClaimsCommand) -> Result<(), ServerError> {
                     false,
                 ),
                 Ok(Attempt::LeaseLost { .. }) => ("lease_lost", String::new(), false),
+                Ok(Attempt::Deferred { .. }) => (
+                    "deferred",
+                    "the database was unavailable; it will run again".to_owned(),
+                    false,
+                ),
                 Err(refused) => ("refused", refused.to_string(), false),
             };
             if output.json {

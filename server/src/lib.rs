@@ -10,6 +10,7 @@ pub mod demo;
 pub mod error;
 pub mod metrics;
 mod routes;
+pub use routes::TrustedProxies;
 pub mod sessions;
 pub mod shutdown;
 pub mod simulate;

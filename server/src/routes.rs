@@ -3,8 +3,10 @@
 mod actions;
 mod api;
 mod auth;
+mod client;
 mod dashboard;
 mod health;
+mod throttle;
 mod webhook;
 
 use std::net::SocketAddr;
@@ -24,6 +26,7 @@ use crate::metrics::Metrics;
 use crate::startup::ServeConfig;
 
 pub(crate) use api::ApiState;
+pub use client::TrustedProxies;
 pub(crate) use webhook::WebhookState;
 
 /// What every handler can reach.
@@ -67,15 +70,13 @@ pub(crate) fn router(
             packages: Arc::new(config.worker.packages.clone()),
         },
         auth: Arc::new(auth::AuthState {
-            throttle: auth::LoginThrottle::new(Duration::from_secs(15 * 60), 5, 30),
+            throttle: throttle::LoginThrottle::new(Duration::from_secs(15 * 60), 5, 30),
             policy: auth::SessionPolicy {
                 idle: config.dashboard.idle_timeout,
                 absolute: config.dashboard.absolute_timeout,
-                secure: config
-                    .dashboard
-                    .secure_cookie
-                    .unwrap_or(!local_addr.ip().is_loopback()),
+                secure: config.dashboard.secure_cookie(local_addr),
             },
+            trusted_proxies: config.dashboard.trusted_proxies.clone(),
         }),
         worker: Arc::new(config.worker.clone()),
     };
@@ -96,7 +97,11 @@ pub(crate) fn router(
             time::Duration::try_from(policy.idle).unwrap_or(time::Duration::minutes(30)),
         ));
     let operator_routes = axum::Router::new()
-        .route("/login", axum::routing::post(auth::login))
+        // A sign-in form is a few hundred bytes: anything larger is refused unread.
+        .route(
+            "/login",
+            axum::routing::post(auth::login).layer(axum::extract::DefaultBodyLimit::max(4096)),
+        )
         .route("/logout", axum::routing::post(auth::logout))
         .merge(actions::router())
         .merge(dashboard::router(&state))

@@ -28,10 +28,18 @@ fn backend(error: claimcheck_core::StoreError) -> Error {
     Error::Backend(error.to_string())
 }
 
-fn encode(record: &Record) -> Result<(String, i64)> {
+/// The key under which the signed-in operator's name is kept in a session.
+pub(crate) const OPERATOR_KEY: &str = "operator";
+
+fn encode(record: &Record) -> Result<(String, Option<String>, i64)> {
     let data = serde_json::to_string(record).map_err(|e| Error::Encode(e.to_string()))?;
+    let username = record
+        .data
+        .get(OPERATOR_KEY)
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
     let expires_at = (record.expiry_date.unix_timestamp_nanos() / 1_000_000) as i64;
-    Ok((data, expires_at))
+    Ok((data, username, expires_at))
 }
 
 #[async_trait]
@@ -39,11 +47,11 @@ impl SessionStore for DbSessionStore {
     async fn create(&self, record: &mut Record) -> Result<()> {
         // A fresh id until one is free: two sessions never share an id.
         loop {
-            let (data, expires_at) = encode(record)?;
+            let (data, username, expires_at) = encode(record)?;
             let id = record.id.to_string();
             if self
                 .store
-                .save_session(&id, &data, expires_at, true)
+                .save_session(&id, &data, username.as_deref(), expires_at, true)
                 .await
                 .map_err(backend)?
             {
@@ -53,10 +61,17 @@ impl SessionStore for DbSessionStore {
         }
     }
 
+    /// Updates a session that still exists; one that was ended meanwhile stays ended.
     async fn save(&self, record: &Record) -> Result<()> {
-        let (data, expires_at) = encode(record)?;
+        let (data, username, expires_at) = encode(record)?;
         self.store
-            .save_session(&record.id.to_string(), &data, expires_at, false)
+            .save_session(
+                &record.id.to_string(),
+                &data,
+                username.as_deref(),
+                expires_at,
+                false,
+            )
             .await
             .map_err(backend)?;
         Ok(())

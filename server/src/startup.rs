@@ -45,9 +45,22 @@ pub struct DashboardConfig {
     pub idle_timeout: Duration,
     /// A session ends this long after sign-in, however busy.
     pub absolute_timeout: Duration,
-    /// `Secure` session cookie; `None`: secure unless bound to a loopback address (plain
-    /// HTTP on this machine only).
+    /// `Secure` session cookie; `None`: as `public_url`'s scheme says, else secure unless
+    /// bound to a loopback address (plain HTTP on this machine only).
     pub secure_cookie: Option<bool>,
+    /// Where people reach the dashboard (`https://pay.shop.ch`), e.g. through a TLS proxy.
+    pub public_url: Option<PublicUrl>,
+    /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` name the client.
+    pub trusted_proxies: crate::TrustedProxies,
+}
+
+impl DashboardConfig {
+    /// Whether the session cookie is `Secure` for a server bound to `local_addr`.
+    pub fn secure_cookie(&self, local_addr: SocketAddr) -> bool {
+        self.secure_cookie
+            .or(self.public_url.as_ref().map(PublicUrl::is_https))
+            .unwrap_or(!local_addr.ip().is_loopback())
+    }
 }
 
 impl Default for DashboardConfig {
@@ -56,7 +69,39 @@ impl Default for DashboardConfig {
             idle_timeout: Duration::from_secs(30 * 60),
             absolute_timeout: Duration::from_secs(12 * 3600),
             secure_cookie: None,
+            public_url: None,
+            trusted_proxies: crate::TrustedProxies::default(),
         }
+    }
+}
+
+/// The dashboard's public address: `http://` or `https://`, a host, no query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl(String);
+
+impl PublicUrl {
+    pub fn is_https(&self) -> bool {
+        self.0.starts_with("https://")
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for PublicUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let url = s.trim().trim_end_matches('/');
+        let host = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or("the public URL starts with https:// (or http://)")?;
+        if host.is_empty() || host.contains(['?', '#', ' ']) {
+            return Err("the public URL is https://HOST[:PORT][/PATH], nothing more".into());
+        }
+        Ok(PublicUrl(url.to_owned()))
     }
 }
 
@@ -67,6 +112,29 @@ pub struct WebhookConfig {
     pub verifier: Option<SignatureVerifier>,
     pub mode: StripeMode,
     pub max_body_bytes: usize,
+}
+
+/// Background upkeep: expired dashboard sessions are deleted every few minutes (a session
+/// nobody uses again would otherwise stay in the table).
+async fn housekeeping(store: Store, mut stop: watch::Receiver<bool>) {
+    const EVERY: Duration = Duration::from_secs(5 * 60);
+    while !*stop.borrow() {
+        match store
+            .delete_expired_sessions(claimcheck_core::now_ms())
+            .await
+        {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "expired dashboard sessions deleted"),
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "deleting expired sessions failed; trying again later"
+            ),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(EVERY) => {}
+            _ = stop.changed() => {}
+        }
+    }
 }
 
 /// A bound, migrated, ready-to-run server.
@@ -114,7 +182,10 @@ impl Application {
             Arc::new(Metrics::default()),
             Arc::clone(&new_claim),
         );
-        let instance = format!("{}:{}", local_addr, std::process::id());
+        // Unique per process, whatever the address: two instances (or a restart reusing the
+        // address and pid in a container) never share a lease owner.
+        let instance = claimcheck_core::token::random_id("i")
+            .map_err(|e| ServerError::Config(format!("no randomness for the instance id: {e}")))?;
         let workers = (0..config.workers)
             .map(|i| {
                 Worker::new(
@@ -149,11 +220,15 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let (stop, stopped) = watch::channel(false);
-        let workers: Vec<_> = self
+        let mut workers: Vec<_> = self
             .workers
             .into_iter()
             .map(|worker| tokio::spawn(worker.run(Arc::clone(&self.new_claim), stopped.clone())))
             .collect();
+        workers.push(tokio::spawn(housekeeping(
+            self.store.clone(),
+            stopped.clone(),
+        )));
         // Pages stream in several small writes: without TCP_NODELAY each waits for the
         // client's delayed ACK (about 40 ms).
         let listener = self.listener.tap_io(|tcp| {

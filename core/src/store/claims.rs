@@ -178,6 +178,14 @@ const RECORD_FAILURE: &str = "\
     WHERE event_id = $1 AND lease_owner = $2 AND status = 'processing' \
     RETURNING status";
 
+/// Gives a claim back after the database was unavailable for its whole lease: the attempt
+/// taken with the lease is handed back.
+const RELEASE_UNCOUNTED: &str = "\
+    UPDATE processed_stripe_events \
+    SET lease_owner = NULL, lease_expires_at = NULL, attempts = attempts - 1, \
+        next_attempt_at = $3, last_error = $4 \
+    WHERE event_id = $1 AND lease_owner = $2 AND status = 'processing' AND attempts > 0";
+
 /// Re-drive's compare-and-set: the lease is taken only if nobody holds a live one and the
 /// claim is not processed; two operators (or an operator and a worker) cannot both win.
 const TAKE_FOR_REDRIVE: &str = "\
@@ -461,6 +469,29 @@ impl Store {
                 .await
                 .map(|_| ())
         })?;
+        Ok(())
+    }
+
+    /// Gives a leased claim back without counting its attempt (the database, not the claim,
+    /// was the problem).
+    pub async fn release_uncounted(
+        &self,
+        event_id: &EventId,
+        owner: &str,
+        next_attempt_at: i64,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(RELEASE_UNCOUNTED)
+                .bind(event_id.as_str())
+                .bind(owner)
+                .bind(next_attempt_at)
+                .bind(why)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        });
         Ok(())
     }
 

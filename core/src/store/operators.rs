@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::Store;
+use super::{BeginWrite, Store};
 use crate::auth::Role;
 use crate::error::StoreError;
 
@@ -49,6 +49,8 @@ fn operator_row(row: OperatorRow) -> Result<OperatorCredentials, StoreError> {
 }
 
 const OPERATOR_COLUMNS: &str = "username, password_hash, role, created_at, disabled_at";
+
+const DELETE_SESSIONS_OF: &str = "DELETE FROM dashboard_sessions WHERE username = $1";
 
 impl Store {
     /// Adds an operator; `false` if the username is taken.
@@ -103,7 +105,8 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Disables (or enables again) an operator; `false` if there is no such operator.
+    /// Disables (or enables again) an operator; `false` if there is no such operator. A
+    /// disabled operator's sessions end with it.
     pub async fn set_operator_disabled(
         &self,
         username: &str,
@@ -113,17 +116,38 @@ impl Store {
         const SQL: &str = "UPDATE operators SET disabled_at = $2 WHERE username = $1";
         let at = disabled.then_some(now);
         let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(username).bind(at).execute(pool).await.map(|r| r.rows_affected())
-        })?;
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(SQL).bind(username).bind(at).execute(&mut *tx).await?
+                .rows_affected();
+            if disabled {
+                sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            n
+        });
         Ok(n == 1)
     }
 
+    /// Removes an operator and every session of theirs.
     pub async fn remove_operator(&self, username: &str) -> Result<bool, StoreError> {
         const SQL: &str = "DELETE FROM operators WHERE username = $1";
         let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(username).execute(pool).await.map(|r| r.rows_affected())
-        })?;
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(SQL).bind(username).execute(&mut *tx).await?.rows_affected();
+            sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
+            tx.commit().await?;
+            n
+        });
         Ok(n == 1)
+    }
+
+    /// Ends every session of `username` (sign out everywhere); returns how many.
+    pub async fn delete_sessions_of(&self, username: &str) -> Result<u64, StoreError> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(pool).await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(n)
     }
 
     /// A live session record (its JSON), if any.
@@ -135,23 +159,25 @@ impl Store {
         Ok(data)
     }
 
-    /// Writes a session record; with `create`, only if the id is new (returns whether it was
-    /// written).
+    /// Writes a session record of `username` (if signed in). With `create`, only if the id
+    /// is new; otherwise only if the session still exists: a request that loaded a session
+    /// before it was ended (signed out, its operator disabled) cannot bring it back when it
+    /// finishes. Returns whether it was written.
     pub async fn save_session(
         &self,
         id: &str,
         data: &str,
+        username: Option<&str>,
         expires_at: i64,
         create: bool,
     ) -> Result<bool, StoreError> {
-        const CREATE: &str = "INSERT INTO dashboard_sessions (id, data, expires_at) \
-                              VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING";
-        const SAVE: &str = "INSERT INTO dashboard_sessions (id, data, expires_at) \
-                            VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE \
-                            SET data = excluded.data, expires_at = excluded.expires_at";
+        const CREATE: &str = "INSERT INTO dashboard_sessions (id, data, expires_at, username) \
+                              VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING";
+        const SAVE: &str = "UPDATE dashboard_sessions \
+                            SET data = $2, expires_at = $3, username = $4 WHERE id = $1";
         let sql = if create { CREATE } else { SAVE };
         let n = on_pool!(self, pool => {
-            sqlx::query(sql).bind(id).bind(data).bind(expires_at)
+            sqlx::query(sql).bind(id).bind(data).bind(expires_at).bind(username)
                 .execute(pool).await.map(|r| r.rows_affected())
         })?;
         Ok(n == 1)

@@ -108,6 +108,11 @@ async fn redrive(
             "error",
             "Another worker took this claim over while it ran; nothing was written twice.",
         ),
+        Ok(Ok(Attempt::Deferred { .. })) => back(
+            &page,
+            "error",
+            "The database was unavailable the whole time; the claim will run again by itself.",
+        ),
         Ok(Err(refused)) => back(&page, "error", &format!("Not re-driven: {refused}.")),
         Err(error) => {
             tracing::error!(

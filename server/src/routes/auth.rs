@@ -3,10 +3,8 @@
 //!
 //! The webhook and the order API are outside all of this (see `routes.rs`).
 
-use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Form;
 use axum::extract::{ConnectInfo, Request, State};
@@ -19,8 +17,12 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::AppState;
+use super::client::TrustedProxies;
+use super::throttle::{LoginThrottle, MAX_USERNAME};
+use crate::sessions::OPERATOR_KEY as USER_KEY;
 
-const USER_KEY: &str = "operator";
+/// Longer passwords are refused before they are hashed (argon2 takes any length).
+const MAX_PASSWORD: usize = 1024;
 const SIGNED_IN_AT_KEY: &str = "signed_in_at";
 
 /// Session lifetimes: idle expiry is the cookie's (tower-sessions), absolute expiry is
@@ -31,78 +33,6 @@ pub struct SessionPolicy {
     pub absolute: Duration,
     /// Whether the cookie is `Secure` (everywhere but plain HTTP on a loopback address).
     pub secure: bool,
-}
-
-/// Failed sign-ins per username and per client address in a sliding window.
-pub struct LoginThrottle {
-    window: Duration,
-    per_user: usize,
-    per_address: usize,
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
-}
-
-impl LoginThrottle {
-    pub fn new(window: Duration, per_user: usize, per_address: usize) -> LoginThrottle {
-        LoginThrottle {
-            window,
-            per_user,
-            per_address,
-            failures: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn keys(username: &str, address: &SocketAddr) -> [(String, bool); 2] {
-        [
-            (format!("user:{}", username.to_lowercase()), true),
-            (format!("addr:{}", address.ip()), false),
-        ]
-    }
-
-    /// Counts a sign-in attempt as a failure in advance, unless either key has used up its
-    /// failures (then: seconds to wait, nothing counted). One locked step, so concurrent
-    /// guesses cannot all pass the check before the first failure is recorded.
-    fn attempt(&self, username: &str, address: &SocketAddr) -> Option<u64> {
-        let now = Instant::now();
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let mut wait = None;
-        for (key, is_user) in Self::keys(username, address) {
-            let limit = if is_user {
-                self.per_user
-            } else {
-                self.per_address
-            };
-            let times = failures.entry(key).or_default();
-            while times
-                .front()
-                .is_some_and(|t| now.duration_since(*t) > self.window)
-            {
-                times.pop_front();
-            }
-            if times.len() >= limit
-                && let Some(oldest) = times.front()
-            {
-                let left = self.window.saturating_sub(now.duration_since(*oldest));
-                wait = Some(wait.unwrap_or(0).max(left.as_secs().max(1)));
-            }
-        }
-        if wait.is_none() {
-            for (key, _) in Self::keys(username, address) {
-                failures.entry(key).or_default().push_back(now);
-            }
-        }
-        wait
-    }
-
-    /// The password was right: the username's failures are forgotten and this attempt is
-    /// taken off the address's count.
-    fn succeeded(&self, username: &str, address: &SocketAddr) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let [(user, _), (addr, _)] = Self::keys(username, address);
-        failures.remove(&user);
-        if let Some(times) = failures.get_mut(&addr) {
-            times.pop_back();
-        }
-    }
 }
 
 #[derive(Deserialize)]
@@ -149,13 +79,24 @@ pub(crate) fn urlencode(text: &str) -> String {
 /// on success.
 pub(super) async fn login(
     State(state): State<AppState>,
-    ConnectInfo(address): ConnectInfo<SocketAddr>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     session: Session,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let username = form.username.trim().to_owned();
     let next = form.next.as_deref();
-    if let Some(wait) = state.auth.throttle.attempt(&username, &address) {
+    if username.chars().count() > MAX_USERNAME || form.password.len() > MAX_PASSWORD {
+        return login_again(
+            &format!(
+                "Usernames have at most {MAX_USERNAME} characters and passwords at most \
+                 {MAX_PASSWORD} bytes."
+            ),
+            next,
+        );
+    }
+    let address = state.auth.trusted_proxies.client_ip(peer.ip(), &headers);
+    if let Some(wait) = state.auth.throttle.attempt(&username, address) {
         tracing::warn!(%username, %address, "sign-in throttled");
         let minutes = wait.div_ceil(60);
         let mut response = login_again(
@@ -181,7 +122,7 @@ pub(super) async fn login(
         tracing::info!(%username, %address, "sign-in refused");
         return login_again("Wrong username or password.", next);
     };
-    state.auth.throttle.succeeded(&username, &address);
+    state.auth.throttle.succeeded(&username, address);
     let stored = async {
         session.cycle_id().await?;
         session
@@ -197,12 +138,44 @@ pub(super) async fn login(
     Redirect::to(local_path(next)).into_response()
 }
 
-/// `POST /logout`.
-pub(super) async fn logout(session: Session) -> Response {
+#[derive(Deserialize, Default)]
+pub(super) struct LogoutForm {
+    /// Any value: end every session of this operator, on every device.
+    #[serde(default)]
+    everywhere: Option<String>,
+}
+
+/// `POST /logout`: this session ends (and stays ended, whatever requests still run with
+/// it); with `everywhere`, every session of the operator does.
+pub(super) async fn logout(
+    State(state): State<AppState>,
+    session: Session,
+    form: Option<Form<LogoutForm>>,
+) -> Response {
+    let everywhere = form.is_some_and(|Form(f)| f.everywhere.is_some());
+    let username: Option<String> = session.get(USER_KEY).await.ok().flatten();
     if let Err(error) = session.flush().await {
         tracing::error!(%error, "sign-out: session store");
     }
-    Redirect::to("/login?notice=Signed%20out.").into_response()
+    match username {
+        Some(username) if everywhere => match state.store.delete_sessions_of(&username).await {
+            Ok(ended) => {
+                tracing::info!(%username, ended, "signed out everywhere");
+                Redirect::to("/login?notice=Signed%20out%20everywhere.").into_response()
+            }
+            Err(error) => {
+                tracing::error!(
+                    error = &error as &dyn std::error::Error,
+                    "sign-out everywhere: storage"
+                );
+                Redirect::to(
+                    "/login?error=Signed%20out%20here%2C%20but%20the%20other%20sessions%20could%20not%20be%20ended%3A%20try%20again.",
+                )
+                .into_response()
+            }
+        },
+        _ => Redirect::to("/login?notice=Signed%20out.").into_response(),
+    }
 }
 
 /// Who is signed in, if the session is valid: the operator still exists, is enabled, and the
@@ -300,6 +273,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 pub(crate) struct AuthState {
     pub throttle: LoginThrottle,
     pub policy: SessionPolicy,
+    pub trusted_proxies: TrustedProxies,
 }
 
 #[cfg(test)]
@@ -316,31 +290,6 @@ mod tests {
         assert_eq!(local_path(Some("/\n/evil.example")), "/");
         assert_eq!(local_path(Some("/\\evil.example")), "/");
         assert_eq!(local_path(Some("/events?q=a%20b")), "/events?q=a%20b");
-    }
-
-    #[test]
-    fn throttle_blocks_after_the_limit_and_forgets_on_success() {
-        let throttle = LoginThrottle::new(Duration::from_secs(60), 3, 10);
-        let addr: SocketAddr = "10.0.0.1:5000".parse().unwrap();
-        for _ in 0..3 {
-            assert_eq!(throttle.attempt("anna", &addr), None);
-        }
-        assert!(throttle.attempt("Anna", &addr).is_some());
-        assert_eq!(throttle.attempt("ben", &addr), None, "per username");
-        throttle.succeeded("anna", &addr);
-        assert_eq!(throttle.attempt("anna", &addr), None);
-    }
-
-    #[test]
-    fn throttle_blocks_an_address_trying_many_usernames() {
-        let throttle = LoginThrottle::new(Duration::from_secs(60), 5, 3);
-        let addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
-        for name in ["a", "b", "c"] {
-            assert_eq!(throttle.attempt(name, &addr), None);
-        }
-        assert!(throttle.attempt("d", &addr).is_some(), "per address");
-        let elsewhere: SocketAddr = "10.0.0.3:5000".parse().unwrap();
-        assert_eq!(throttle.attempt("d", &elsewhere), None);
     }
 
     #[test]
