@@ -20,6 +20,8 @@ use crate::pages::{
 
 /// The document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    content_security_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -35,6 +37,28 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App/>
             </body>
         </html>
+    }
+}
+
+/// A strict Content-Security-Policy for the page: scripts only from this site or carrying
+/// this response's nonce (the hydration script), WebAssembly allowed to compile, no framing,
+/// forms only to this site. Inline styles stay allowed (the overview's bars are sized inline).
+#[cfg(feature = "ssr")]
+fn content_security_policy() {
+    use leptos::nonce::{provide_nonce, use_nonce};
+    provide_nonce();
+    let (Some(nonce), Some(response)) =
+        (use_nonce(), use_context::<leptos_axum::ResponseOptions>())
+    else {
+        return;
+    };
+    let policy = format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
+         object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&policy) {
+        response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
     }
 }
 

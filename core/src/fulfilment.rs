@@ -58,7 +58,9 @@ impl FromStr for Packages {
                 .next()
                 .and_then(|c| c.parse().ok())
                 .filter(|c| (1..=MAX_CREDITS).contains(c))
-                .ok_or_else(|| format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}"))?;
+                .ok_or_else(|| {
+                    format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}")
+                })?;
             let price = match (parts.next(), parts.next(), parts.next()) {
                 (None, _, _) => None,
                 (Some(amount), Some(currency), None) => {
@@ -583,10 +585,13 @@ mod tests {
             let payload = format!(
                 r#"{{"data":{{"object":{{"id":"cs_1","payment_status":"paid","metadata":{{"order_id":"o","credits":"{credits}"}}}}}}}}"#
             );
-            assert!(matches!(
-                plan("checkout.session.completed", &payload, &Packages::default()),
-                Err(PlanError::BadCredits { .. })
-            ), "{credits}");
+            assert!(
+                matches!(
+                    plan("checkout.session.completed", &payload, &Packages::default()),
+                    Err(PlanError::BadCredits { .. })
+                ),
+                "{credits}"
+            );
         }
         let bad_credits = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid","metadata":{"order_id":"o","credits":"-3"}}}}"#;
         assert!(matches!(

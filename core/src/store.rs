@@ -247,6 +247,52 @@ impl Store {
         Ok(counts)
     }
 
+    /// Writes a consistent copy of a SQLite database to `path` while it serves (`VACUUM
+    /// INTO`: one read transaction, so the copy is the database at one moment).
+    pub async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
+        match &self.pool {
+            Pool::Sqlite(pool) => {
+                sqlx::query("VACUUM INTO $1")
+                    .bind(path)
+                    .execute(pool)
+                    .await?;
+                Ok(())
+            }
+            Pool::Postgres(_) => Err(StoreError::Corrupt(
+                "a PostgreSQL database is backed up with pg_dump".into(),
+            )),
+        }
+    }
+
+    /// Prunes what is older than `before` (unix ms) and no longer needed: delivery log rows,
+    /// and the payloads of processed claims (the claim rows stay, so a late retry still
+    /// dedupes). At most `batch` rows per statement, each in its own short transaction, so
+    /// ingestion is never held up for long. Returns (deliveries deleted, payloads pruned).
+    pub async fn prune(&self, before: i64, batch: i64) -> Result<(u64, u64), StoreError> {
+        const DELIVERIES: &str = "DELETE FROM webhook_deliveries WHERE id IN \
+            (SELECT id FROM webhook_deliveries WHERE received_at < $1 ORDER BY received_at LIMIT $2)";
+        const PAYLOADS: &str = "UPDATE processed_stripe_events SET payload = '' \
+            WHERE event_id IN (SELECT event_id FROM processed_stripe_events \
+              WHERE received_at < $1 AND status = 'processed' AND payload <> '' \
+              ORDER BY received_at LIMIT $2)";
+        let mut totals = (0, 0);
+        for (sql, total) in [(DELIVERIES, &mut totals.0), (PAYLOADS, &mut totals.1)] {
+            loop {
+                let n = on_pool!(self, pool => {
+                    sqlx::query(sql).bind(before).bind(batch).execute(pool).await
+                        .map(|r| r.rows_affected())
+                })?;
+                *total += n;
+                if n < u64::try_from(batch).unwrap_or(u64::MAX) {
+                    break;
+                }
+                // Let queued deliveries through between batches.
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(totals)
+    }
+
     /// Waits for in-flight queries and closes every connection.
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)

@@ -252,7 +252,8 @@ impl Worker {
                 // The database stayed away for the whole lease: give the claim back without
                 // counting the attempt against it.
                 tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "the database stayed unavailable; the claim is given back");
-                let next = now_ms() + i64::try_from(self.config.base_backoff.as_millis()).unwrap_or(0);
+                let next =
+                    now_ms() + i64::try_from(self.config.base_backoff.as_millis()).unwrap_or(0);
                 self.store
                     .release_uncounted(&claim.event_id, &self.owner, next, &error.to_string())
                     .await?;

@@ -366,6 +366,7 @@ impl LocalServer {
             stripe: None,
             checkout_urls: None,
             dashboard: Default::default(),
+            retention: None,
         };
         let app = Application::build(config).await?;
         let addr = app.local_addr();

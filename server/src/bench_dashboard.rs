@@ -100,6 +100,7 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
         stripe: None,
         checkout_urls: None,
         dashboard: Default::default(),
+        retention: None,
     };
     let app = Application::build(config).await?;
     let base = format!("http://{}", app.local_addr());

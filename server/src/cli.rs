@@ -76,6 +76,14 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::commands::CustomersCommand,
     },
+    /// Copy a SQLite database, consistently, while it is in use (PostgreSQL: use pg_dump).
+    Backup {
+        /// The file to write; it must not exist yet.
+        #[arg(long = "to", value_name = "FILE")]
+        to: std::path::PathBuf,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -227,6 +235,15 @@ pub struct ServeArgs {
         default_value = ""
     )]
     pub trusted_proxies: crate::TrustedProxies,
+    /// Prune delivery logs and the payloads of processed claims older than this many days
+    /// (claims themselves are kept, so late retries still dedupe). 0 keeps everything.
+    #[arg(
+        long = "retention-days",
+        env = "CLAIMCHECK_RETENTION_DAYS",
+        value_name = "CLAIMCHECK_RETENTION_DAYS",
+        default_value_t = 0
+    )]
+    pub retention_days: u64,
 }
 
 /// The outgoing Stripe client: shared by `serve` and `orders refund`.
@@ -418,6 +435,8 @@ impl ServeArgs {
                 public_url: self.public_url,
                 trusted_proxies: self.trusted_proxies,
             },
+            retention: (self.retention_days > 0)
+                .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             checkout_urls: match (self.checkout_success_url, self.checkout_cancel_url) {
                 (Some(success_url), Some(cancel_url)) => Some(CheckoutUrls {
                     success_url,

@@ -572,6 +572,7 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
             cancel_url: format!("http://{}/", args.bind),
         }),
         dashboard: DashboardConfig::default(),
+        retention: None,
     };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))

@@ -38,6 +38,7 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::Claims { command } => commands::claims(command).await,
         Command::Orders { command } => commands::orders(command).await,
         Command::Customers { command } => commands::customers(command).await,
+        Command::Backup { to, database } => commands::backup(&to, &database).await,
         Command::Tokens { command } => commands::tokens(command).await,
         Command::Operator { command } => commands::operator(command).await,
         Command::StripeSim { bind } => {

@@ -6,6 +6,7 @@ mod auth;
 mod client;
 mod dashboard;
 mod health;
+mod limits;
 mod throttle;
 mod webhook;
 
@@ -109,11 +110,27 @@ pub(crate) fn router(
             state.clone(),
             auth::guard,
         ))
-        .layer(sessions);
+        .layer(sessions)
+        .layer(limits::security_headers())
+        .layer(limits::bounded(DASHBOARD_CONCURRENCY, DASHBOARD_TIMEOUT));
+    let api_routes = api::router()
+        .layer(axum::extract::DefaultBodyLimit::max(API_MAX_BODY))
+        .layer(limits::bounded(API_CONCURRENCY, API_TIMEOUT));
+    // The webhook keeps its own body limit and no concurrency limit shared with anything:
+    // a busy dashboard or API can never hold Stripe's deliveries back.
     axum::Router::new()
         .merge(webhook::router(config.webhook.max_body_bytes))
-        .merge(api::router())
+        .merge(api_routes)
         .merge(health::router())
         .merge(operator_routes)
+        .layer(axum::middleware::from_fn(limits::header_size))
         .with_state(state)
 }
+
+/// Requests the dashboard serves at once (more wait), and how long one may take.
+const DASHBOARD_CONCURRENCY: usize = 64;
+const DASHBOARD_TIMEOUT: Duration = Duration::from_secs(30);
+/// The order API: the same, and its bodies are small JSON.
+const API_CONCURRENCY: usize = 64;
+const API_TIMEOUT: Duration = Duration::from_secs(60);
+const API_MAX_BODY: usize = 16 * 1024;

@@ -36,6 +36,9 @@ pub struct ServeConfig {
     /// Where Checkout returns customers; `None`: the order API is not configured.
     pub checkout_urls: Option<CheckoutUrls>,
     pub dashboard: DashboardConfig,
+    /// Delivery logs and payloads of processed claims older than this are pruned; `None`
+    /// keeps everything.
+    pub retention: Option<Duration>,
 }
 
 /// Operator sessions on the dashboard.
@@ -114,11 +117,26 @@ pub struct WebhookConfig {
     pub max_body_bytes: usize,
 }
 
-/// Background upkeep: expired dashboard sessions are deleted every few minutes (a session
-/// nobody uses again would otherwise stay in the table).
-async fn housekeeping(store: Store, mut stop: watch::Receiver<bool>) {
+/// Background upkeep every few minutes: expired dashboard sessions are deleted (a session
+/// nobody uses again would otherwise stay in the table), and with a retention period the
+/// old delivery logs and payloads are pruned in small batches.
+async fn housekeeping(store: Store, retention: Option<Duration>, mut stop: watch::Receiver<bool>) {
     const EVERY: Duration = Duration::from_secs(5 * 60);
     while !*stop.borrow() {
+        if let Some(retention) = retention {
+            let before = claimcheck_core::now_ms()
+                - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX / 2);
+            match store.prune(before, 500).await {
+                Ok((0, 0)) => {}
+                Ok((deliveries, payloads)) => {
+                    tracing::info!(deliveries, payloads, "pruned past the retention period")
+                }
+                Err(error) => tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "pruning failed; trying again later"
+                ),
+            }
+        }
         match store
             .delete_expired_sessions(claimcheck_core::now_ms())
             .await
@@ -145,6 +163,7 @@ pub struct Application {
     local_addr: SocketAddr,
     workers: Vec<Worker>,
     new_claim: Arc<Notify>,
+    retention: Option<Duration>,
 }
 
 impl Application {
@@ -202,6 +221,7 @@ impl Application {
             local_addr,
             workers,
             new_claim,
+            retention: config.retention,
         })
     }
 
@@ -227,6 +247,7 @@ impl Application {
             .collect();
         workers.push(tokio::spawn(housekeeping(
             self.store.clone(),
+            self.retention,
             stopped.clone(),
         )));
         // Pages stream in several small writes: without TCP_NODELAY each waits for the

@@ -150,9 +150,10 @@ pub(super) struct LogoutForm {
 pub(super) async fn logout(
     State(state): State<AppState>,
     session: Session,
-    form: Option<Form<LogoutForm>>,
+    form: Result<Form<LogoutForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    let everywhere = form.is_some_and(|Form(f)| f.everywhere.is_some());
+    // A bare POST (no form) signs out here only.
+    let everywhere = form.is_ok_and(|Form(f)| f.everywhere.is_some());
     let username: Option<String> = session.get(USER_KEY).await.ok().flatten();
     if let Err(error) = session.flush().await {
         tracing::error!(%error, "sign-out: session store");

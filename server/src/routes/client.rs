@@ -126,7 +126,10 @@ mod tests {
     fn an_untrusted_peer_is_the_client_whatever_it_claims() {
         let trusted: TrustedProxies = "10.0.0.0/8".parse().unwrap();
         let spoofed = headers(&[("x-forwarded-for", "1.1.1.1"), ("forwarded", "for=2.2.2.2")]);
-        assert_eq!(trusted.client_ip(ip("203.0.113.5"), &spoofed), ip("203.0.113.5"));
+        assert_eq!(
+            trusted.client_ip(ip("203.0.113.5"), &spoofed),
+            ip("203.0.113.5")
+        );
         let nobody = TrustedProxies::default();
         assert_eq!(nobody.client_ip(ip("10.0.0.1"), &spoofed), ip("10.0.0.1"));
     }
@@ -136,7 +139,10 @@ mod tests {
         let trusted: TrustedProxies = "10.0.0.0/8, 192.168.1.5".parse().unwrap();
         // The client put a lie first; the proxy appended what it saw.
         let chain = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.1.1.1")]);
-        assert_eq!(trusted.client_ip(ip("192.168.1.5"), &chain), ip("198.51.100.7"));
+        assert_eq!(
+            trusted.client_ip(ip("192.168.1.5"), &chain),
+            ip("198.51.100.7")
+        );
         let two = headers(&[
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-for", "198.51.100.8:4711"),
@@ -146,9 +152,15 @@ mod tests {
             "forwarded",
             r#"for="[2001:db8:cafe::17]:4711";proto=https, for=10.3.3.3"#,
         )]);
-        assert_eq!(trusted.client_ip(ip("10.0.0.2"), &rfc), ip("2001:db8:cafe::17"));
+        assert_eq!(
+            trusted.client_ip(ip("10.0.0.2"), &rfc),
+            ip("2001:db8:cafe::17")
+        );
         // No header: the proxy itself.
-        assert_eq!(trusted.client_ip(ip("10.0.0.2"), &HeaderMap::new()), ip("10.0.0.2"));
+        assert_eq!(
+            trusted.client_ip(ip("10.0.0.2"), &HeaderMap::new()),
+            ip("10.0.0.2")
+        );
         // Garbage after the client's entry: the proxy's own view wins.
         let junk = headers(&[("x-forwarded-for", "198.51.100.9, not-an-ip")]);
         assert_eq!(trusted.client_ip(ip("10.0.0.2"), &junk), ip("10.0.0.2"));
@@ -156,7 +168,11 @@ mod tests {
 
     #[test]
     fn trusted_proxies_are_parsed_or_refused() {
-        assert!("10.0.0.0/8,::1, 192.168.0.1".parse::<TrustedProxies>().is_ok());
+        assert!(
+            "10.0.0.0/8,::1, 192.168.0.1"
+                .parse::<TrustedProxies>()
+                .is_ok()
+        );
         assert_eq!("".parse::<TrustedProxies>(), Ok(TrustedProxies::default()));
         assert!("10.0.0.0/33".parse::<TrustedProxies>().is_err());
         assert!("proxy.local".parse::<TrustedProxies>().is_err());

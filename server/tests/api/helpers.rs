@@ -228,6 +228,7 @@ pub fn test_config(database_url: &str) -> ServeConfig {
         stripe: None,
         checkout_urls: None,
         dashboard: Default::default(),
+        retention: None,
     }
 }
 
