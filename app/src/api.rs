@@ -516,9 +516,13 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         .await
         .map_err(server::unavailable)?
         .unwrap_or_default();
-    let pretty = serde_json::from_str::<serde_json::Value>(&payload)
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .unwrap_or(payload.clone());
+    let pretty = if payload.is_empty() {
+        "(the payload was pruned after the retention period; the claim is kept)".to_owned()
+    } else {
+        serde_json::from_str::<serde_json::Value>(&payload)
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or(payload.clone())
+    };
     let deliveries = store
         .deliveries(&id)
         .await

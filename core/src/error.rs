@@ -42,16 +42,17 @@ impl StoreError {
             | sqlx::Error::Protocol(_) => true,
             sqlx::Error::Database(db) => {
                 let code = db.code().unwrap_or_default();
-                if db
-                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
-                    .is_some()
-                {
+                if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
                     // Connection exceptions (08), serialization failures and deadlocks (40),
                     // insufficient resources (53), operator intervention such as an
-                    // administrator's shutdown or a server starting up (57P0x).
-                    ["08", "40", "53", "57P0"]
-                        .iter()
-                        .any(|class| code.starts_with(class))
+                    // administrator's shutdown or a server starting up (57P0x); and any
+                    // error that ended the connection (FATAL: a database not accepting
+                    // connections, say).
+                    use sqlx::postgres::PgSeverity;
+                    matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic)
+                        || ["08", "40", "53", "57P0"]
+                            .iter()
+                            .any(|class| code.starts_with(class))
                 } else {
                     // SQLite: SQLITE_BUSY (5) and SQLITE_LOCKED (6), extended codes included.
                     code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))

@@ -10,6 +10,7 @@ mod crash;
 mod dashboard;
 mod demo;
 mod fulfilment;
+mod hardening;
 mod health;
 mod money;
 mod operator_cli;

@@ -225,6 +225,7 @@ async fn the_rest_before_the_partial_refund_converges_too(app: TestApp) {
     let o = Order::new("reversed");
     deliver(&app, &o.paid()).await;
     deliver(&app, &o.refunded(4900)).await;
+    settle(&app).await;
     deliver(&app, &o.refunded(2450)).await;
     settle(&app).await;
     let done = order(&app, &o).await;
