@@ -579,3 +579,72 @@ async fn a_postgres_backup_points_to_pg_dump() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("pg_dump"));
 }
+
+/// Hostile or broken input to the webhook: random bytes, random JSON, events of every shape,
+/// signed right, wrong, late or not at all, and bodies over the limit. Every answer is one of
+/// the four the contract names, and the server stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_input_to_the_webhook_gets_only_the_answers_of_the_contract() {
+    use claimcheck_core::webhook::SigningSecret;
+
+    let app = spawn_app_with(Backend::Sqlite, |config| {
+        config.webhook.max_body_bytes = 64 * 1024;
+    })
+    .await;
+    let secret = SigningSecret::new(crate::helpers::WEBHOOK_SECRET).unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let kinds = [
+        "checkout.session.completed",
+        "charge.refunded",
+        "refund.failed",
+        "charge.dispute.closed",
+        "customer.created",
+        "",
+    ];
+    for i in 0..300 {
+        let body: Vec<u8> = match next() % 5 {
+            0 => (0..next() % 300).map(|_| next() as u8).collect(),
+            1 => format!("{{\"id\": {}, \"type\": [{}]}}", next(), next()).into_bytes(),
+            2 => vec![b'{'; 70 * 1024],
+            _ => {
+                let kind = kinds[(next() % kinds.len() as u64) as usize];
+                let mut object = json!({ "id": format!("obj_{}", next() % 50), "object": "x" });
+                if next() % 2 == 0 {
+                    object["amount_refunded"] = json!(next() % 5000);
+                }
+                if next() % 3 == 0 {
+                    object["metadata"] = json!({ "order_id": "", "credits": "-1" });
+                }
+                serde_json::to_vec(&json!({
+                    "id": format!("evt_rand_{}", next() % 200),
+                    "type": kind,
+                    "created": next() % 2_000_000_000,
+                    "livemode": next() % 5 == 0,
+                    "data": { "object": object },
+                }))
+                .unwrap()
+            }
+        };
+        let now = now_ms() / 1000;
+        let signature = match next() % 5 {
+            0 => None,
+            1 => Some(format!("t={},v1={:x}", now, next())),
+            2 => Some(secret.sign(now - 3600, &body)),
+            _ => Some(secret.sign(now, &body)),
+        };
+        let response = app.post_webhook(&body, signature.as_deref()).await;
+        let status = response.status().as_u16();
+        assert!(
+            [200, 400, 413, 503].contains(&status),
+            "request {i}: {status} for {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        );
+    }
+    assert_eq!(app.get_healthz().await.status(), 200);
+}
