@@ -15,7 +15,7 @@ use leptos_router::path;
 use crate::api::get_me;
 use crate::pages::{
     AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
-    OrdersPage, OverviewPage, RedrivePage, RefundPage,
+    OrdersPage, OverviewPage, RedrivePage, RefundPage, TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.
@@ -80,6 +80,8 @@ pub fn App() -> impl IntoView {
                 <Routes fallback=NotFound>
                     <Route path=path!("") view=OverviewPage/>
                     <Route path=path!("/login") view=LoginPage/>
+                    <Route path=path!("/login/2fa") view=TwoFactorLoginPage/>
+                    <Route path=path!("/account/2fa") view=TwoFactorPage/>
                     <Route path=path!("/claims") view=ClaimsPage/>
                     <Route path=path!("/events") view=EventsPage/>
                     <Route path=path!("/events/:id") view=EventPage/>
@@ -98,7 +100,10 @@ pub fn App() -> impl IntoView {
 /// The navigation and, once signed in, who is signed in and the sign-out button.
 #[component]
 fn TopBar() -> impl IntoView {
-    let on_login = use_location().pathname.get_untracked() == "/login";
+    let on_login = use_location()
+        .pathname
+        .get_untracked()
+        .starts_with("/login");
     view! {
         <header class="topbar">
             <A href="/" attr:class="brand">"Claimcheck"</A>
@@ -134,6 +139,7 @@ fn TopBar() -> impl IntoView {
                                     })
                             }}
                         </Transition>
+                        <A href="/account/2fa">"Two-factor"</A>
                         <form method="post" action="/logout" class="inline">
                             <button type="submit" class="link-button">"Sign out"</button>
                         </form>

@@ -8,6 +8,7 @@ mod not_found;
 mod operators;
 mod orders;
 mod overview;
+mod two_factor;
 
 pub use audit::AuditPage;
 pub use claims::ClaimsPage;
@@ -17,3 +18,4 @@ pub use not_found::NotFound;
 pub use operators::OperatorsPage;
 pub use orders::{OrderPage, OrdersPage, RefundPage};
 pub use overview::OverviewPage;
+pub use two_factor::{TwoFactorLoginPage, TwoFactorPage};

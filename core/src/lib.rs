@@ -15,6 +15,7 @@ pub mod payments;
 mod store;
 pub mod stripe;
 pub mod token;
+pub mod two_factor;
 pub mod webhook;
 pub mod worker;
 

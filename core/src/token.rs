@@ -23,9 +23,14 @@ impl fmt::Debug for NewToken {
 #[error("the operating system's random source failed: {0}")]
 pub struct RandomError(String);
 
+/// Fills `buf` from the operating system's random source.
+pub fn fill_random(buf: &mut [u8]) -> Result<(), RandomError> {
+    getrandom::fill(buf).map_err(|e| RandomError(e.to_string()))
+}
+
 fn random_hex(bytes: usize) -> Result<String, RandomError> {
     let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).map_err(|e| RandomError(e.to_string()))?;
+    fill_random(&mut buf)?;
     Ok(hex(&buf))
 }
 

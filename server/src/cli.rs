@@ -244,6 +244,15 @@ pub struct ServeArgs {
         default_value_t = 0
     )]
     pub retention_days: u64,
+    /// Who must sign in with a code from an authenticator app: off, admin or all. An
+    /// operator without one is sent to set it up before anything else.
+    #[arg(
+        long = "require-2fa",
+        env = "CLAIMCHECK_REQUIRE_2FA",
+        value_name = "CLAIMCHECK_REQUIRE_2FA",
+        default_value = "off"
+    )]
+    pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
 }
 
 /// The outgoing Stripe client: shared by `serve` and `orders refund`.
@@ -434,6 +443,7 @@ impl ServeArgs {
                 secure_cookie: self.secure_cookie,
                 public_url: self.public_url,
                 trusted_proxies: self.trusted_proxies,
+                require_two_factor: self.require_two_factor,
             },
             retention: (self.retention_days > 0)
                 .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),

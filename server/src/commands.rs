@@ -110,7 +110,15 @@ pub enum OperatorCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Stop an operator from signing in (their sessions end at their next request).
+    /// Turn off an operator's two-factor sign-in (a lost phone): their recovery codes and
+    /// sessions end too; they set it up again after signing in.
+    #[command(name = "reset-2fa")]
+    ResetTwoFactor {
+        username: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Stop an operator from signing in (their sessions end at once).
     Disable {
         username: String,
         #[command(flatten)]
@@ -762,6 +770,9 @@ pub async fn operator(command: OperatorCommand) -> Result<(), ServerError> {
         OperatorCommand::Disable { username, database } => {
             change_access(&username, &database, "disable").await
         }
+        OperatorCommand::ResetTwoFactor { username, database } => {
+            change_access(&username, &database, "reset-2fa").await
+        }
         OperatorCommand::Enable { username, database } => {
             change_access(&username, &database, "enable").await
         }
@@ -781,6 +792,7 @@ async fn change_access(
     let done = match action {
         "disable" => store.set_operator_disabled(username, true, now_ms()).await,
         "enable" => store.set_operator_disabled(username, false, now_ms()).await,
+        "reset-2fa" => store.reset_two_factor(username).await,
         _ => store.remove_operator(username).await,
     }
     .map_err(database.error())?;
@@ -791,14 +803,20 @@ async fn change_access(
         .record_audit(
             now_ms(),
             &cli_actor(),
-            &format!("operator_{action}"),
+            &format!("operator_{}", action.replace('-', "_")),
             username,
             "",
             "done",
         )
         .await
         .map_err(database.error())?;
-    print(&format!("Operator {username}: {action}d."));
+    let done = match action {
+        "reset-2fa" => "two-factor sign-in reset (set it up again after signing in)",
+        "disable" => "disabled",
+        "enable" => "enabled",
+        _ => "removed",
+    };
+    print(&format!("Operator {username}: {done}."));
     Ok(())
 }
 

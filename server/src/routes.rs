@@ -8,6 +8,7 @@ mod dashboard;
 mod health;
 mod limits;
 mod throttle;
+mod two_factor;
 mod webhook;
 
 use std::net::SocketAddr;
@@ -78,6 +79,7 @@ pub(crate) fn router(
                 secure: config.dashboard.secure_cookie(local_addr),
             },
             trusted_proxies: config.dashboard.trusted_proxies.clone(),
+            two_factor: config.dashboard.require_two_factor,
         }),
         worker: Arc::new(config.worker.clone()),
     };
@@ -105,6 +107,7 @@ pub(crate) fn router(
         )
         .route("/logout", axum::routing::post(auth::logout))
         .merge(actions::router())
+        .merge(two_factor::router())
         .merge(dashboard::router(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -55,6 +55,8 @@ pub struct DashboardConfig {
     pub public_url: Option<PublicUrl>,
     /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` name the client.
     pub trusted_proxies: crate::TrustedProxies,
+    /// Who must sign in with a second factor.
+    pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
 }
 
 impl DashboardConfig {
@@ -74,6 +76,7 @@ impl Default for DashboardConfig {
             secure_cookie: None,
             public_url: None,
             trusted_proxies: crate::TrustedProxies::default(),
+            require_two_factor: Default::default(),
         }
     }
 }

@@ -5,21 +5,26 @@ use serde::Serialize;
 use super::{BeginWrite, Store};
 use crate::auth::Role;
 use crate::error::StoreError;
+use crate::two_factor::TotpSecret;
 
-/// An operator as the dashboard and CLI show it: never the hash.
+/// An operator as the dashboard and CLI show it: never the hash or the secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OperatorView {
     pub username: String,
     pub role: Role,
     pub created_at: i64,
     pub disabled_at: Option<i64>,
+    /// Whether sign-in asks for a code from an authenticator app.
+    pub two_factor: bool,
 }
 
-/// An operator with the hash, for checking a password.
+/// An operator with the hash and second factor, for signing in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorCredentials {
     pub operator: OperatorView,
     pub password_hash: String,
+    /// The TOTP secret: confirmed when `operator.two_factor`, else an enrolment under way.
+    pub totp_secret: Option<TotpSecret>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -33,22 +38,33 @@ pub struct AuditEntry {
     pub outcome: String,
 }
 
-type OperatorRow = (String, String, String, i64, Option<i64>);
+type OperatorRow = (
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+);
 
 fn operator_row(row: OperatorRow) -> Result<OperatorCredentials, StoreError> {
-    let (username, password_hash, role, created_at, disabled_at) = row;
+    let (username, password_hash, role, created_at, disabled_at, secret, enabled_at) = row;
     Ok(OperatorCredentials {
         operator: OperatorView {
             role: role.parse().map_err(StoreError::Corrupt)?,
             username,
             created_at,
             disabled_at,
+            two_factor: enabled_at.is_some(),
         },
         password_hash,
+        totp_secret: secret.map(TotpSecret::from_base32),
     })
 }
 
-const OPERATOR_COLUMNS: &str = "username, password_hash, role, created_at, disabled_at";
+const OPERATOR_COLUMNS: &str =
+    "username, password_hash, role, created_at, disabled_at, totp_secret, totp_enabled_at";
 
 const DELETE_SESSIONS_OF: &str = "DELETE FROM dashboard_sessions WHERE username = $1";
 
@@ -128,12 +144,122 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Removes an operator and every session of theirs.
+    /// Removes an operator and every session and recovery code of theirs.
     pub async fn remove_operator(&self, username: &str) -> Result<bool, StoreError> {
         const SQL: &str = "DELETE FROM operators WHERE username = $1";
+        const CODES: &str = "DELETE FROM recovery_codes WHERE username = $1";
         let n = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            sqlx::query(CODES).bind(username).execute(&mut *tx).await?;
             let n = sqlx::query(SQL).bind(username).execute(&mut *tx).await?.rows_affected();
+            sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
+            tx.commit().await?;
+            n
+        });
+        Ok(n == 1)
+    }
+
+    /// Starts (or restarts) enrolling a second factor: the secret is kept, not yet required.
+    /// `false` if the operator has a confirmed one (reset it first) or does not exist.
+    pub async fn begin_two_factor(
+        &self,
+        username: &str,
+        secret: &TotpSecret,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE operators SET totp_secret = $2, totp_last_step = NULL \
+                           WHERE username = $1 AND totp_enabled_at IS NULL";
+        let n = on_pool!(self, pool => {
+            sqlx::query(SQL).bind(username).bind(secret.as_base32()).execute(pool).await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    /// Confirms the enrolment whose code belonged to `step` and stores the recovery codes'
+    /// hashes (replacing any). `false` if there was no enrolment under way.
+    pub async fn confirm_two_factor(
+        &self,
+        username: &str,
+        step: i64,
+        recovery_hashes: &[String],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        const ENABLE: &str = "UPDATE operators SET totp_enabled_at = $2, totp_last_step = $3 \
+            WHERE username = $1 AND totp_secret IS NOT NULL AND totp_enabled_at IS NULL";
+        const CLEAR: &str = "DELETE FROM recovery_codes WHERE username = $1";
+        const ADD: &str = "INSERT INTO recovery_codes (username, code_hash, created_at) \
+                           VALUES ($1, $2, $3)";
+        let n = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(ENABLE).bind(username).bind(now).bind(step)
+                .execute(&mut *tx).await?.rows_affected();
+            if n == 1 {
+                sqlx::query(CLEAR).bind(username).execute(&mut *tx).await?;
+                for hash in recovery_hashes {
+                    sqlx::query(ADD).bind(username).bind(hash).bind(now)
+                        .execute(&mut *tx).await?;
+                }
+            }
+            tx.commit().await?;
+            n
+        });
+        Ok(n == 1)
+    }
+
+    /// Accepts a code's time step once: `false` if this step (or a later one) was used
+    /// already, so a code seen over a shoulder or replayed is refused.
+    pub async fn accept_totp_step(&self, username: &str, step: i64) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE operators SET totp_last_step = $2 WHERE username = $1 \
+            AND totp_enabled_at IS NOT NULL AND (totp_last_step IS NULL OR totp_last_step < $2)";
+        let n = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(SQL).bind(username).bind(step).execute(&mut *tx).await?
+                .rows_affected();
+            tx.commit().await?;
+            n
+        });
+        Ok(n == 1)
+    }
+
+    /// Uses a recovery code once; `false` if it is unknown or used.
+    pub async fn use_recovery_code(
+        &self,
+        username: &str,
+        code_hash: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE recovery_codes SET used_at = $3 \
+            WHERE username = $1 AND code_hash = $2 AND used_at IS NULL";
+        let n = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(SQL).bind(username).bind(code_hash).bind(now)
+                .execute(&mut *tx).await?.rows_affected();
+            tx.commit().await?;
+            n
+        });
+        Ok(n == 1)
+    }
+
+    /// Recovery codes not used yet.
+    pub async fn recovery_codes_left(&self, username: &str) -> Result<i64, StoreError> {
+        const SQL: &str =
+            "SELECT COUNT(*) FROM recovery_codes WHERE username = $1 AND used_at IS NULL";
+        let n = on_pool!(self, pool => {
+            sqlx::query_scalar(SQL).bind(username).fetch_one(pool).await
+        })?;
+        Ok(n)
+    }
+
+    /// Removes an operator's second factor and recovery codes and ends their sessions (a
+    /// lost phone); `false` if there is no such operator.
+    pub async fn reset_two_factor(&self, username: &str) -> Result<bool, StoreError> {
+        const RESET: &str = "UPDATE operators SET totp_secret = NULL, totp_enabled_at = NULL, \
+                             totp_last_step = NULL WHERE username = $1";
+        const CODES: &str = "DELETE FROM recovery_codes WHERE username = $1";
+        let n = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(RESET).bind(username).execute(&mut *tx).await?.rows_affected();
+            sqlx::query(CODES).bind(username).execute(&mut *tx).await?;
             sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
             tx.commit().await?;
             n

@@ -20,10 +20,18 @@ use super::AppState;
 use super::client::TrustedProxies;
 use super::throttle::{LoginThrottle, MAX_USERNAME};
 use crate::sessions::OPERATOR_KEY as USER_KEY;
+use claimcheck_core::two_factor::{FreshRecoveryCodes, MustEnrol, TwoFactorPolicy};
 
 /// Longer passwords are refused before they are hashed (argon2 takes any length).
 const MAX_PASSWORD: usize = 1024;
 const SIGNED_IN_AT_KEY: &str = "signed_in_at";
+/// Passed the password, waiting for the second factor: the username and since when.
+pub(super) const PENDING_KEY: &str = "pending_second_factor";
+pub(super) const PENDING_AT_KEY: &str = "pending_since";
+/// How long the second step may take after the password.
+pub(super) const PENDING_FOR_MS: i64 = 5 * 60 * 1000;
+/// Recovery codes just made, until the enrolment page has shown them once.
+pub(super) const FRESH_CODES_KEY: &str = "fresh_recovery_codes";
 
 /// Session lifetimes: idle expiry is the cookie's (tower-sessions), absolute expiry is
 /// checked here against the sign-in time.
@@ -44,7 +52,7 @@ pub(super) struct LoginForm {
 }
 
 /// Only a path on this site: never an absolute URL to somewhere else.
-fn local_path(next: Option<&str>) -> &str {
+pub(super) fn local_path(next: Option<&str>) -> &str {
     // Browsers drop tabs and newlines from URLs, so "/\t/evil.example" would become
     // "//evil.example": no whitespace or control characters at all, and never two slashes
     // (or a backslash) after the first.
@@ -61,7 +69,7 @@ fn local_path(next: Option<&str>) -> &str {
     }
 }
 
-fn login_again(message: &str, next: Option<&str>) -> Response {
+pub(super) fn login_again(message: &str, next: Option<&str>) -> Response {
     let mut url = format!("/login?error={}", urlencode(message));
     if let Some(next) = next {
         url.push_str(&format!("&next={}", urlencode(local_path(Some(next)))));
@@ -123,19 +131,42 @@ pub(super) async fn login(
         return login_again("Wrong username or password.", next);
     };
     state.auth.throttle.succeeded(&username, address);
-    let stored = async {
-        session.cycle_id().await?;
-        session
-            .insert(USER_KEY, &credentials.operator.username)
-            .await?;
-        session.insert(SIGNED_IN_AT_KEY, now_ms()).await
-    };
-    if let Err(error) = stored.await {
+    let operator = &credentials.operator;
+    if operator.two_factor {
+        // The password was right; the session only remembers that, until the code is.
+        let pending = async {
+            session.cycle_id().await?;
+            session.insert(PENDING_KEY, &operator.username).await?;
+            session.insert(PENDING_AT_KEY, now_ms()).await
+        };
+        if let Err(error) = pending.await {
+            tracing::error!(%error, "sign-in: session store");
+            return login_again("The database is unavailable. Try again in a moment.", next);
+        }
+        let url = format!("/login/2fa?next={}", urlencode(local_path(next)));
+        return Redirect::to(&url).into_response();
+    }
+    if let Err(error) = complete_sign_in(&session, &operator.username).await {
         tracing::error!(%error, "sign-in: session store");
         return login_again("The database is unavailable. Try again in a moment.", next);
     }
-    tracing::info!(username = %credentials.operator.username, "signed in");
+    tracing::info!(username = %operator.username, "signed in");
+    if state.auth.two_factor.requires(operator.role) {
+        return Redirect::to("/account/2fa").into_response();
+    }
     Redirect::to(local_path(next)).into_response()
+}
+
+/// Makes the session the operator's: a new id, who, since when.
+pub(super) async fn complete_sign_in(
+    session: &Session,
+    username: &str,
+) -> Result<(), tower_sessions::session::Error> {
+    session.cycle_id().await?;
+    session.remove_value(PENDING_KEY).await?;
+    session.remove_value(PENDING_AT_KEY).await?;
+    session.insert(USER_KEY, username).await?;
+    session.insert(SIGNED_IN_AT_KEY, now_ms()).await
 }
 
 #[derive(Deserialize, Default)]
@@ -180,8 +211,13 @@ pub(super) async fn logout(
 }
 
 /// Who is signed in, if the session is valid: the operator still exists, is enabled, and the
-/// sign-in is younger than the absolute limit. An invalid session is ended.
-async fn signed_in(store: &Store, session: &Session, policy: &SessionPolicy) -> Option<SignedIn> {
+/// sign-in is younger than the absolute limit; and whether they have a second factor. An
+/// invalid session is ended.
+async fn signed_in(
+    store: &Store,
+    session: &Session,
+    policy: &SessionPolicy,
+) -> Option<(SignedIn, bool)> {
     let username: String = session.get(USER_KEY).await.ok()??;
     let at: i64 = session.get(SIGNED_IN_AT_KEY).await.ok()??;
     let fresh = now_ms() - at < policy.absolute.as_millis() as i64;
@@ -199,15 +235,19 @@ async fn signed_in(store: &Store, session: &Session, policy: &SessionPolicy) -> 
             return None;
         }
     };
-    Some(SignedIn {
-        username: operator.username,
-        role: operator.role,
-    })
+    Some((
+        SignedIn {
+            username: operator.username,
+            role: operator.role,
+        },
+        operator.two_factor,
+    ))
 }
 
-/// Paths anyone may fetch: the sign-in page, the bundle and static files.
+/// Paths anyone may fetch: the sign-in pages, the bundle and static files.
 fn public_path(path: &str) -> bool {
     path == "/login"
+        || path == "/login/2fa"
         || path.starts_with("/pkg/")
         || path == "/favicon.svg"
         || path == "/favicon.ico"
@@ -234,6 +274,30 @@ pub(super) async fn guard(
     let is_page = matches!(*request.method(), Method::GET | Method::HEAD)
         && !path.starts_with("/dashboard/")
         && !public_path(&path);
+    // An operator who must have a second factor and has none may only enrol (and sign out).
+    let must_enrol = operator
+        .as_ref()
+        .is_some_and(|(op, has)| !has && state.auth.two_factor.requires(op.role));
+    if must_enrol && !enrolment_path(&path) && !public_path(&path) {
+        if is_page {
+            return Redirect::to("/account/2fa").into_response();
+        }
+        return (
+            StatusCode::FORBIDDEN,
+            "Set up two-factor sign-in first (/account/2fa).",
+        )
+            .into_response();
+    }
+    if must_enrol {
+        request.extensions_mut().insert(MustEnrol);
+    }
+    if operator.is_some() && path == "/account/2fa" {
+        // Codes made at confirmation are shown by this one page view, then forgotten.
+        if let Ok(Some(codes)) = session.remove::<Vec<String>>(FRESH_CODES_KEY).await {
+            request.extensions_mut().insert(FreshRecoveryCodes(codes));
+        }
+    }
+    let operator = operator.map(|(op, _)| op);
     if operator.is_none() && is_page {
         let target = request
             .uri()
@@ -246,6 +310,15 @@ pub(super) async fn guard(
         request.extensions_mut().insert(operator);
     }
     next.run(request).await
+}
+
+/// What an operator who must enrol a second factor may still reach.
+fn enrolment_path(path: &str) -> bool {
+    path == "/account/2fa"
+        || path == "/logout"
+        || path.starts_with("/dashboard/actions/2fa/")
+        || path == "/dashboard/fn/me"
+        || path == "/dashboard/fn/two_factor"
 }
 
 /// A browser sends `Origin` (and `Sec-Fetch-Site`) with every cross-origin POST: refuse it
@@ -275,6 +348,8 @@ pub(crate) struct AuthState {
     pub throttle: LoginThrottle,
     pub policy: SessionPolicy,
     pub trusted_proxies: TrustedProxies,
+    /// Who must sign in with a second factor.
+    pub two_factor: TwoFactorPolicy,
 }
 
 #[cfg(test)]

@@ -16,4 +16,5 @@ mod money;
 mod operator_cli;
 mod outgoing;
 mod simulate;
+mod two_factor;
 mod webhook;

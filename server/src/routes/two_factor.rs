@@ -1,0 +1,235 @@
+//! Two-factor sign-in on the dashboard: the second step after the password
+//! (`POST /login/2fa`, a code from the authenticator app or a recovery code), and enrolment
+//! (`/dashboard/actions/2fa/begin` makes a secret, `…/confirm` checks a first code and makes
+//! the recovery codes). The rules live in the engine's `two_factor`; this is the HTTP side.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Extension, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Form, Router};
+use claimcheck_core::auth::{Role, SignedIn};
+use claimcheck_core::now_ms;
+use claimcheck_core::two_factor::{TotpSecret, new_recovery_codes, recovery_hash};
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::AppState;
+use super::actions::require;
+use super::auth::{
+    FRESH_CODES_KEY, PENDING_AT_KEY, PENDING_FOR_MS, PENDING_KEY, complete_sign_in, local_path,
+    urlencode,
+};
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/login/2fa", post(second_step))
+        .route("/dashboard/actions/2fa/begin", post(begin))
+        .route("/dashboard/actions/2fa/confirm", post(confirm))
+}
+
+fn again(message: &str, next: Option<&str>) -> Response {
+    let mut url = format!("/login/2fa?error={}", urlencode(message));
+    if let Some(next) = next {
+        url.push_str(&format!("&next={}", urlencode(local_path(Some(next)))));
+    }
+    Redirect::to(&url).into_response()
+}
+
+fn unavailable(error: &(dyn std::error::Error + 'static)) -> Response {
+    tracing::error!(error, "two-factor: storage");
+    Redirect::to("/login?error=The%20database%20is%20unavailable.%20Try%20again%20in%20a%20moment.")
+        .into_response()
+}
+
+#[derive(Deserialize)]
+pub(super) struct CodeForm {
+    code: String,
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// `POST /login/2fa`: the code of the operator who passed the password step a moment ago.
+/// A six-digit code is checked against the authenticator secret (each time step once), any
+/// other text against the unused recovery codes. Failures count in the sign-in throttle.
+async fn second_step(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    session: Session,
+    Form(form): Form<CodeForm>,
+) -> Response {
+    let next = form.next.as_deref();
+    let pending: Option<String> = session.get(PENDING_KEY).await.ok().flatten();
+    let since: Option<i64> = session.get(PENDING_AT_KEY).await.ok().flatten();
+    let Some(username) = pending.filter(|_| since.is_some_and(|t| now_ms() - t < PENDING_FOR_MS))
+    else {
+        return Redirect::to("/login?error=Sign%20in%20again%20(the%20code%20step%20expired).")
+            .into_response();
+    };
+    let address = state.auth.trusted_proxies.client_ip(peer.ip(), &headers);
+    if let Some(wait) = state.auth.throttle.attempt(&username, address) {
+        return again(
+            &format!(
+                "Too many failed sign-ins. Try again in {} minute(s).",
+                wait.div_ceil(60)
+            ),
+            next,
+        );
+    }
+    let code = form.code.trim();
+    if code.is_empty() || code.len() > 64 {
+        return again("Enter the code from your authenticator app.", next);
+    }
+    let credentials = match state.store.operator(&username).await {
+        Ok(Some(c)) if c.operator.disabled_at.is_none() && c.operator.two_factor => c,
+        Ok(_) => return Redirect::to("/login").into_response(),
+        Err(error) => return unavailable(&error),
+    };
+    let accepted = if code.chars().filter(|c| !c.is_whitespace()).count() == 6
+        && code
+            .chars()
+            .all(|c| c.is_ascii_digit() || c.is_whitespace())
+    {
+        match credentials
+            .totp_secret
+            .as_ref()
+            .and_then(|s| s.check(code, now_ms() / 1000))
+        {
+            Some(step) => state.store.accept_totp_step(&username, step).await,
+            None => Ok(false),
+        }
+    } else {
+        state
+            .store
+            .use_recovery_code(&username, &recovery_hash(code), now_ms())
+            .await
+    };
+    match accepted {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(%username, %address, "second factor refused");
+            return again(
+                "That code is wrong or was used already. Wait for the next one.",
+                next,
+            );
+        }
+        Err(error) => return unavailable(&error),
+    }
+    state.auth.throttle.succeeded(&username, address);
+    if let Err(error) = complete_sign_in(&session, &username).await {
+        return unavailable(&error);
+    }
+    tracing::info!(%username, "signed in with a second factor");
+    Redirect::to(local_path(next)).into_response()
+}
+
+fn account(key: &str, message: &str) -> Response {
+    Redirect::to(&format!("/account/2fa?{key}={}", urlencode(message))).into_response()
+}
+
+/// Starts enrolment: a new secret, shown on `/account/2fa` until a code confirms it.
+async fn begin(State(state): State<AppState>, operator: Option<Extension<SignedIn>>) -> Response {
+    let operator = match require(operator.as_deref(), Role::Viewer) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let secret = match TotpSecret::generate() {
+        Ok(secret) => secret,
+        Err(error) => {
+            tracing::error!(%error, "two-factor: no randomness");
+            return account("error", "No secret could be made. Try again.");
+        }
+    };
+    match state
+        .store
+        .begin_two_factor(&operator.username, &secret)
+        .await
+    {
+        Ok(true) => Redirect::to("/account/2fa").into_response(),
+        Ok(false) => account(
+            "error",
+            "Two-factor sign-in is on already; an admin can reset it (claimcheck operator reset-2fa).",
+        ),
+        Err(error) => unavailable(&error),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ConfirmForm {
+    code: String,
+}
+
+/// Confirms enrolment with a first code; makes ten recovery codes, shown once.
+async fn confirm(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    session: Session,
+    Form(form): Form<ConfirmForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Viewer) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let credentials = match state.store.operator(&operator.username).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return Redirect::to("/login").into_response(),
+        Err(error) => return unavailable(&error),
+    };
+    let Some(secret) = credentials
+        .totp_secret
+        .filter(|_| !credentials.operator.two_factor)
+    else {
+        return account("error", "Start the set-up first.");
+    };
+    let Some(step) = secret.check(&form.code, now_ms() / 1000) else {
+        return account(
+            "error",
+            "That code does not match. Check the time on your phone and try the next one.",
+        );
+    };
+    let codes = match new_recovery_codes() {
+        Ok(codes) => codes,
+        Err(error) => {
+            tracing::error!(%error, "two-factor: no randomness");
+            return account("error", "No recovery codes could be made. Try again.");
+        }
+    };
+    let hashes: Vec<String> = codes.iter().map(|c| recovery_hash(c)).collect();
+    match state
+        .store
+        .confirm_two_factor(&operator.username, step, &hashes, now_ms())
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return account("error", "Start the set-up first."),
+        Err(error) => return unavailable(&error),
+    }
+    let actor = format!("dashboard:{}", operator.username);
+    if let Err(error) = state
+        .store
+        .record_audit(
+            now_ms(),
+            &actor,
+            "two_factor_enrol",
+            &operator.username,
+            "enrolled from the dashboard",
+            "two-factor sign-in on; 10 recovery codes made",
+        )
+        .await
+    {
+        tracing::error!(
+            error = &error as &dyn std::error::Error,
+            "two-factor: audit"
+        );
+    }
+    if let Err(error) = session.insert(FRESH_CODES_KEY, &codes).await {
+        return unavailable(&error);
+    }
+    account(
+        "notice",
+        "Two-factor sign-in is on. Keep the recovery codes below somewhere safe.",
+    )
+}
