@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Stripe webhook endpoint and the operator dashboard.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
     /// Load-test a webhook endpoint with freshly signed deliveries and report throughput and

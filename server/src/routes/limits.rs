@@ -24,11 +24,13 @@ const DEFAULT_POLICY: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe
     base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 type HeaderLayer = SetResponseHeaderLayer<HeaderValue>;
+/// The four header layers of [`security_headers`], innermost last.
+type SecurityHeaders =
+    Stack<HeaderLayer, Stack<HeaderLayer, Stack<HeaderLayer, Stack<HeaderLayer, Identity>>>>;
 
 /// `Content-Security-Policy` (unless the page set its own), no framing, no MIME sniffing,
 /// no referrer leaving the site.
-pub fn security_headers()
--> Stack<HeaderLayer, Stack<HeaderLayer, Stack<HeaderLayer, Stack<HeaderLayer, Identity>>>> {
+pub fn security_headers() -> SecurityHeaders {
     let set = |name: HeaderName, value: &'static str| {
         SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
     };
