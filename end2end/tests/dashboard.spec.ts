@@ -18,7 +18,7 @@ test("sign in, see who is signed in, sign out", async ({ page }) => {
   await expect(page).toHaveURL(/\/orders$/);
   await expect(page.getByTestId("signed-in-as")).toHaveText(`${USERS.support} (support)`);
 
-  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("button", { name: "Sign out", exact: true }).click();
   await expect(page).toHaveURL(/\/login/);
   await expect(page.getByRole("status")).toHaveText("Signed out.");
   await page.goto("/");

@@ -39,3 +39,24 @@ test("an unknown address shows a page that leads back", async ({ page }) => {
   await page.getByRole("link", { name: "Go to the overview" }).click();
   await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
 });
+
+test("every page carries the security headers and still hydrates under its policy", async ({ page }) => {
+  const errors: string[] = [];
+  page.on("pageerror", (error) => errors.push(error.message));
+  page.on("console", (message) => {
+    if (message.type() === "error") errors.push(message.text());
+  });
+  await signIn(page, USERS.viewer);
+  for (const path of ["/", "/claims", "/events", "/orders", "/audit", "/account/2fa"]) {
+    const response = await page.goto(path);
+    const headers = response?.headers() ?? {};
+    const policy = headers["content-security-policy"] ?? "";
+    expect(policy, path).toContain("script-src 'self' 'nonce-");
+    expect(policy, path).toContain("frame-ancestors 'none'");
+    expect(headers["x-frame-options"], path).toBe("DENY");
+    expect(headers["x-content-type-options"], path).toBe("nosniff");
+    expect(headers["referrer-policy"], path).toBeTruthy();
+    await expect(page.locator('main[data-hydrated="true"]'), path).toBeAttached();
+  }
+  expect(errors).toEqual([]);
+});
