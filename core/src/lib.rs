@@ -12,6 +12,7 @@ pub mod fulfilment;
 mod ids;
 pub mod money;
 pub mod payments;
+pub mod reconcile;
 mod store;
 pub mod stripe;
 pub mod token;
@@ -25,8 +26,9 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 pub use ids::{EventId, IdError, ObjectId, OrderId};
 pub use store::{
-    AuditEntry, BatchWriter, ClaimOutcome, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT,
-    DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder,
-    OperatorCredentials, OperatorView, OrderCreation, OrderView, RequestOutcome, RequestStatus,
-    SYNTHETIC_CUSTOMERS, Store, StoreOptions, StripeRequestView, TokenView, WriteOp, WriteResult,
+    AuditEntry, BatchWriter, ClaimOutcome, ClaimSource, ClaimView, CustomerView,
+    DELIVERIES_KEPT_PER_EVENT, DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView,
+    MigrationStatus, NewOrder, OperatorCredentials, OperatorView, OrderCreation, OrderView,
+    ReconcileRunView, RequestOutcome, RequestStatus, SYNTHETIC_CUSTOMERS, Store, StoreOptions,
+    StripeRequestView, TokenView, WriteOp, WriteResult,
 };

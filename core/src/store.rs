@@ -36,15 +36,17 @@ mod deliveries;
 mod money;
 mod operators;
 mod outgoing;
+mod reconcile;
 mod synthetic;
 mod tokens;
 mod views;
 
 pub use batch_writer::BatchWriter;
 pub use claims::{Fulfilled, LeasedClaim};
-pub use deliveries::{ClaimOutcome, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
+pub use deliveries::{ClaimOutcome, ClaimSource, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
 pub use operators::{AuditEntry, OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
+pub use reconcile::ReconcileRunView;
 pub use synthetic::SYNTHETIC_CUSTOMERS;
 pub use tokens::TokenView;
 pub use views::{ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryView, OrderView};

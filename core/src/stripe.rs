@@ -394,6 +394,75 @@ impl StripeApi {
     }
 }
 
+/// One page of `GET /v1/events`, the events as Stripe wrote them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    pub events: Vec<serde_json::Value>,
+    pub has_more: bool,
+}
+
+/// Why listing events failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error("Stripe refused the API key (HTTP {0}): check STRIPE_API_KEY")]
+    Unauthorized(u16),
+    #[error("Stripe is rate limiting us (HTTP 429)")]
+    RateLimited,
+    #[error("listing events failed: {0}")]
+    Failed(String),
+}
+
+impl StripeApi {
+    /// `GET /v1/events`: `limit` (at most 100) events of `types` created at or after
+    /// `created_gte` (unix seconds), newest first, after the event `starting_after`.
+    pub async fn list_events(
+        &self,
+        types: &[&str],
+        created_gte: i64,
+        starting_after: Option<&str>,
+        limit: u8,
+    ) -> Result<EventPage, ListError> {
+        use stripe_client_core::{RequestBuilder, StripeMethod};
+
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("limit", limit.clamp(1, 100).to_string()),
+            ("created[gte]", created_gte.to_string()),
+        ];
+        pairs.extend(types.iter().map(|t| ("types[]", (*t).to_owned())));
+        if let Some(after) = starting_after {
+            pairs.push(("starting_after", after.to_owned()));
+        }
+        let mut request = RequestBuilder::new(StripeMethod::Get, "/events");
+        request.query = Some(
+            serde_urlencoded::to_string(&pairs).map_err(|e| ListError::Failed(e.to_string()))?,
+        );
+        let answer = request
+            .customize::<miniserde::json::Value>()
+            .timeout(self.config.timeout)
+            .send(&self.client)
+            .await;
+        let page = match answer {
+            Ok(value) => value,
+            Err(StripeError::Stripe(_, status)) if status == 401 || status == 403 => {
+                return Err(ListError::Unauthorized(status));
+            }
+            Err(StripeError::Stripe(_, 429)) => return Err(ListError::RateLimited),
+            Err(error) => return Err(ListError::Failed(error.to_string())),
+        };
+        // miniserde reads any JSON; serde_json is what the engine speaks.
+        let page: serde_json::Value = serde_json::from_str(&miniserde::json::to_string(&page))
+            .map_err(|e| ListError::Failed(format!("unreadable event list: {e}")))?;
+        let events = page["data"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| ListError::Failed("the event list has no data".into()))?;
+        Ok(EventPage {
+            events,
+            has_more: page["has_more"].as_bool().unwrap_or(false),
+        })
+    }
+}
+
 /// A succeeded or failed request is not sent again.
 fn final_state<T>(record: StripeRequestView) -> Result<Option<Sent<T>>, CallError> {
     match record.status {

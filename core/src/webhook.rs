@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 use crate::error::StoreError;
 use crate::ids::EventId;
-use crate::store::{BatchWriter, ClaimOutcome, Store, WriteOp, WriteResult};
+use crate::store::{BatchWriter, ClaimOutcome, ClaimSource, Store, WriteOp, WriteResult};
 
 pub use envelope::{ACTING_TYPES, ActionKey, Envelope, EnvelopeError};
 pub use outcome::DeliveryOutcome;
@@ -152,6 +152,7 @@ impl Ingestion {
                 action_key,
                 payload: payload.to_owned(),
                 received_at: now_ms,
+                source: ClaimSource::Webhook,
             },
             _ => WriteOp::Record {
                 envelope: Some(envelope),

@@ -37,6 +37,10 @@ use tokio::net::TcpListener;
 
 use crate::error::ServerError;
 
+mod events;
+
+use events::{DeliveryState, Endpoint, Outage};
+
 /// What a fault does to the answer of an operation that has been performed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,6 +51,8 @@ pub enum FaultMode {
     Drop,
     /// Hold the answer for `hold_ms`, then close the connection.
     Timeout,
+    /// Answer 429 `rate_limit` (GET endpoints such as `/v1/events`).
+    RateLimit,
 }
 
 /// Strikes the next `count` requests to `path` (e.g. `/v1/refunds`).
@@ -112,6 +118,12 @@ struct SimState {
     disputes: BTreeMap<String, Value>,
     /// Event objects made by the operations above, oldest first.
     events: Vec<Value>,
+    /// Where events are delivered, and how each delivery stands.
+    endpoints: Vec<Endpoint>,
+    deliveries: HashMap<(String, usize), DeliveryState>,
+    outage: Option<Outage>,
+    /// Simulated seconds per real second (Stripe's three days of retries in a minute: 4320).
+    time_scale: f64,
     faults: Vec<Fault>,
     latency_ms: u64,
     log: Vec<LogEntry>,
@@ -147,8 +159,10 @@ impl SimState {
             "pending_webhooks": 1,
             "request": { "id": null, "idempotency_key": null },
             "data": { "object": object },
+            "_sim_made_at": now_ms(),
         });
         self.events.push(event.clone());
+        self.queue(&id);
         event
     }
 
@@ -211,20 +225,49 @@ pub struct StripeSim {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Where and how fast the simulator delivers webhooks.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// Endpoints (URL and signing secret) every event is delivered to.
+    pub webhooks: Vec<(String, String)>,
+    /// Simulated seconds per real second: retries, SEPA delays and the 30 days events stay
+    /// listable all shrink by it.
+    pub time_scale: f64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            webhooks: Vec::new(),
+            time_scale: 1.0,
+        }
+    }
+}
+
 impl StripeSim {
     /// Binds `bind` (port 0 picks a free port) and serves until dropped or stopped.
     pub async fn start(bind: SocketAddr) -> Result<StripeSim, ServerError> {
+        StripeSim::start_with(bind, SimOptions::default()).await
+    }
+
+    /// As [`StripeSim::start`], delivering events to `options.webhooks`.
+    pub async fn start_with(
+        bind: SocketAddr,
+        options: SimOptions,
+    ) -> Result<StripeSim, ServerError> {
         let listener = TcpListener::bind(bind)
             .await
             .map_err(|source| ServerError::Bind { addr: bind, source })?;
         let addr = listener
             .local_addr()
             .map_err(|source| ServerError::Bind { addr: bind, source })?;
-        let router = router(format!("http://{addr}"));
+        let (router, sim) = router(format!("http://{addr}"), options)?;
         let task = tokio::spawn(async move {
+            let delivering = tokio::spawn(events::deliver_forever(sim));
             if let Err(error) = axum::serve(listener, router).await {
                 tracing::error!(%error, "the Stripe simulator stopped");
             }
+            delivering.abort();
         });
         Ok(StripeSim { addr, task })
     }
@@ -252,18 +295,29 @@ impl Drop for StripeSim {
     }
 }
 
-fn router(public_url: String) -> Router {
+fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), ServerError> {
     let instance = claimcheck_core::token::random_id("x")
         .map(|id| id[2..10].to_owned())
         .unwrap_or_else(|_| format!("{:08x}", now_ms() & 0xffff_ffff));
+    let endpoints = options
+        .webhooks
+        .into_iter()
+        .map(|(url, secret)| {
+            claimcheck_core::webhook::SigningSecret::new(secret)
+                .map(|secret| Endpoint { url, secret })
+                .map_err(|e| ServerError::Config(format!("--webhook-secret: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let sim = Sim {
         state: Arc::new(Mutex::new(SimState {
             instance,
+            endpoints,
+            time_scale: options.time_scale.max(1e-3),
             ..SimState::default()
         })),
         public_url,
     };
-    Router::new()
+    let router = Router::new()
         .route("/v1/checkout/sessions", post(create_session))
         .route("/v1/checkout/sessions/{id}", get(retrieve_session))
         .route("/v1/refunds", post(create_refund))
@@ -271,12 +325,38 @@ fn router(public_url: String) -> Router {
         .route("/_sim/objects", get(objects))
         .route("/_sim/faults", post(arm_fault).delete(clear_faults))
         .route("/_sim/latency", post(set_latency))
-        .route("/_sim/events", get(events))
         .route("/_sim/refunds/{id}/fail", post(fail_refund))
         .route("/_sim/disputes", post(open_dispute))
         .route("/_sim/disputes/{id}/close", post(close_dispute))
+        .merge(events::router())
         .fallback(not_found)
-        .with_state(sim)
+        .with_state(sim.clone());
+    Ok((router, sim))
+}
+
+/// An armed fault for a GET endpoint (`/v1/events`): a 429 or a 500 instead of the answer.
+fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
+    let mut state = sim.lock();
+    let fault = state
+        .faults
+        .iter_mut()
+        .find(|f| f.path == path && f.count > 0)?;
+    fault.count -= 1;
+    let answer = match fault.mode {
+        FaultMode::RateLimit => stripe_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "invalid_request_error",
+            Some("rate_limit"),
+            "Too many requests hit the API too quickly.",
+        ),
+        _ => stripe_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            None,
+            "Something went wrong on Stripe's end.",
+        ),
+    };
+    Some(respond(&answer, false))
 }
 
 fn stripe_error(status: StatusCode, kind: &str, code: Option<&str>, message: &str) -> Answer {
@@ -550,6 +630,15 @@ async fn respond_with_fault(answer: Answer, fault: Option<Fault>, replayed: bool
                 tokio::time::sleep(Duration::from_millis(fault.hold_ms)).await;
                 dropped_connection()
             }
+            FaultMode::RateLimit => respond(
+                &stripe_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "invalid_request_error",
+                    Some("rate_limit"),
+                    "Too many requests hit the API too quickly.",
+                ),
+                false,
+            ),
         },
     }
 }
@@ -719,10 +808,6 @@ fn perform_refund(state: &mut SimState, _: &str, params: &BTreeMap<String, Strin
         body: refund,
         request_id: String::new(),
     }
-}
-
-async fn events(State(sim): State<Sim>) -> Json<Vec<Value>> {
-    Json(sim.lock().events.clone())
 }
 
 fn sim_error(status: StatusCode, message: &str) -> Response {

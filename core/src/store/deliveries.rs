@@ -9,6 +9,25 @@ use crate::webhook::{ActionKey, DeliveryOutcome, Envelope};
 /// past this, a replayed delivery is still answered but no longer logged row by row.
 pub const DELIVERIES_KEPT_PER_EVENT: i64 = 20;
 
+/// Where a claim (and the delivery row logging it) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClaimSource {
+    /// Stripe delivered the event to the webhook.
+    #[default]
+    Webhook,
+    /// The reconciler fetched it from Stripe's API after deliveries failed.
+    Reconcile,
+}
+
+impl ClaimSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimSource::Webhook => "webhook",
+            ClaimSource::Reconcile => "reconcile",
+        }
+    }
+}
+
 /// What the claim insert found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
@@ -29,6 +48,7 @@ pub enum WriteOp {
         action_key: ActionKey,
         payload: String,
         received_at: i64,
+        source: ClaimSource,
     },
     /// Log a delivery that makes no claim: an ignored type, or a refused signed delivery.
     Record {
@@ -69,6 +89,7 @@ struct DeliveryRow<'a> {
     duplicate_of: Option<&'a str>,
     detail: Option<&'a str>,
     received_at: i64,
+    source: ClaimSource,
 }
 
 impl<'a> DeliveryRow<'a> {
@@ -88,6 +109,7 @@ impl<'a> DeliveryRow<'a> {
             duplicate_of: None,
             detail,
             received_at,
+            source: ClaimSource::Webhook,
         }
     }
 }
@@ -95,8 +117,8 @@ impl<'a> DeliveryRow<'a> {
 const INSERT_CLAIM: &str = "\
     INSERT INTO processed_stripe_events \
         (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
-         stripe_created, livemode, received_at, payload) \
-    VALUES ($1, $2, $3, $8, 'processing', 0, $4, $5, $6, $4, $7) \
+         stripe_created, livemode, received_at, payload, source) \
+    VALUES ($1, $2, $3, $8, 'processing', 0, $4, $5, $6, $4, $7, $9) \
     ON CONFLICT DO NOTHING";
 
 /// Counts a repeated delivery on its claim. The row lock it takes on PostgreSQL also
@@ -111,8 +133,8 @@ const COUNT_DELIVERIES: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE ev
 
 const INSERT_DELIVERY: &str = "\
     INSERT INTO webhook_deliveries \
-        (event_id, event_type, object_id, outcome, duplicate_of, detail, received_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7)";
+        (event_id, event_type, object_id, outcome, duplicate_of, detail, received_at, source) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// Inserts a delivery row. With `counted`, first checks that its event id does not already
 /// have its share of rows (callers that know the count already pass `false`).
@@ -137,6 +159,7 @@ macro_rules! insert_delivery {
                 .bind(row.duplicate_of)
                 .bind(row.detail)
                 .bind(row.received_at)
+                .bind(row.source.as_str())
                 .execute(&mut *$tx)
                 .await?;
         }
@@ -154,6 +177,7 @@ macro_rules! apply_write {
                 action_key,
                 payload,
                 received_at,
+                source,
             } => {
                 let inserted = sqlx::query(INSERT_CLAIM)
                     .bind(envelope.id.as_str())
@@ -164,6 +188,7 @@ macro_rules! apply_write {
                     .bind(envelope.livemode)
                     .bind(payload.as_str())
                     .bind(action_key.as_str())
+                    .bind(source.as_str())
                     .execute(&mut *$tx)
                     .await?
                     .rows_affected();
@@ -202,6 +227,7 @@ macro_rules! apply_write {
                 };
                 let mut row =
                     DeliveryRow::new(Some(envelope), delivery_outcome, None, *received_at);
+                row.source = *source;
                 if let ClaimOutcome::DuplicateAction { original } = &outcome {
                     row.duplicate_of = Some(original.as_str());
                 }
@@ -234,17 +260,18 @@ macro_rules! apply_write {
 const BULK_INSERT_CLAIMS: &str = "\
     INSERT INTO processed_stripe_events \
         (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
-         stripe_created, livemode, received_at, payload) \
-    SELECT e, t, o, a, 'processing', 0, r, c, l, r, p \
+         stripe_created, livemode, received_at, payload, source) \
+    SELECT e, t, o, a, 'processing', 0, r, c, l, r, p, s \
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::bool[], \
-                $7::text[], $8::text[]) AS u(e, t, o, r, c, l, p, a) \
+                $7::text[], $8::text[], $9::text[]) AS u(e, t, o, r, c, l, p, a, s) \
     ON CONFLICT DO NOTHING \
     RETURNING event_id";
 
 const BULK_INSERT_CLAIMED_DELIVERIES: &str = "\
-    INSERT INTO webhook_deliveries (event_id, event_type, object_id, outcome, received_at) \
-    SELECT e, t, o, 'claimed', r \
-    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(e, t, o, r)";
+    INSERT INTO webhook_deliveries \
+        (event_id, event_type, object_id, outcome, received_at, source) \
+    SELECT e, t, o, 'claimed', r, s \
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[]) AS u(e, t, o, r, s)";
 
 impl Store {
     /// Applies `ops` in order in one transaction: all of them become durable, or none.
@@ -288,6 +315,7 @@ async fn bulk_apply_postgres(
         Vec::new(),
         Vec::new(),
         Vec::new(),
+        Vec::new(),
     );
     for op in ops {
         if let WriteOp::Claim {
@@ -296,9 +324,11 @@ async fn bulk_apply_postgres(
             action_key,
             payload,
             received_at,
+            source,
         } = op
         {
             columns.7.push(action_key.as_str());
+            columns.8.push(source.as_str());
             columns.0.push(envelope.id.as_str());
             columns.1.push(envelope.event_type.as_str());
             columns.2.push(object_id.as_str());
@@ -317,6 +347,7 @@ async fn bulk_apply_postgres(
         .bind(&columns.5)
         .bind(&columns.6)
         .bind(&columns.7)
+        .bind(&columns.8)
         .fetch_all(&mut *tx)
         .await?;
     let mut new_claims: std::collections::HashSet<&str> =
@@ -324,12 +355,13 @@ async fn bulk_apply_postgres(
 
     // Which op made each new claim: the first one carrying its event id.
     let mut claimed = vec![false; ops.len()];
-    let mut logged = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut logged = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, op) in ops.iter().enumerate() {
         if let WriteOp::Claim {
             envelope,
             object_id,
             received_at,
+            source,
             ..
         } = op
             && new_claims.remove(envelope.id.as_str())
@@ -339,6 +371,7 @@ async fn bulk_apply_postgres(
             logged.1.push(envelope.event_type.as_str());
             logged.2.push(object_id.as_str());
             logged.3.push(*received_at);
+            logged.4.push(source.as_str());
         }
     }
     sqlx::query(BULK_INSERT_CLAIMED_DELIVERIES)
@@ -346,6 +379,7 @@ async fn bulk_apply_postgres(
         .bind(&logged.1)
         .bind(&logged.2)
         .bind(&logged.3)
+        .bind(&logged.4)
         .execute(&mut *tx)
         .await?;
 
