@@ -367,6 +367,7 @@ impl LocalServer {
             checkout_urls: None,
             dashboard: Default::default(),
             retention: None,
+            reconcile: Default::default(),
         };
         let app = Application::build(config).await?;
         let addr = app.local_addr();

@@ -101,6 +101,7 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
         checkout_urls: None,
         dashboard: Default::default(),
         retention: None,
+        reconcile: Default::default(),
     };
     let app = Application::build(config).await?;
     let base = format!("http://{}", app.local_addr());

@@ -14,7 +14,7 @@ use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::ServerError;
-use crate::startup::{DashboardConfig, ServeConfig, WebhookConfig};
+use crate::startup::{DashboardConfig, ReconcileSchedule, ServeConfig, WebhookConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,12 +70,26 @@ pub enum Command {
         /// Address and port to listen on.
         #[arg(long, default_value = "127.0.0.1:12111")]
         bind: SocketAddr,
+        /// Deliver every event to this webhook URL (repeatable; pair each with
+        /// --webhook-secret).
+        #[arg(long = "webhook", value_name = "URL")]
+        webhooks: Vec<String>,
+        /// The signing secret (whsec_…) of the --webhook at the same position.
+        #[arg(long = "webhook-secret", value_name = "SECRET")]
+        webhook_secrets: Vec<String>,
+        /// Simulated seconds per real second: 4320 plays Stripe's three days of retries in
+        /// a minute (and the 30 days events stay listable in about ten).
+        #[arg(long = "time-scale", default_value_t = 1.0)]
+        time_scale: f64,
     },
     /// Inspect a customer's orders and credit balance.
     Customers {
         #[command(subcommand)]
         command: crate::commands::CustomersCommand,
     },
+    /// List Stripe's events since the reconciler's cursor (or --since) and claim the ones
+    /// never delivered, through the same path as a delivery.
+    Reconcile(crate::commands::ReconcileArgs),
     /// Copy a SQLite database, consistently, while it is in use (PostgreSQL: use pg_dump).
     Backup {
         /// The file to write; it must not exist yet.
@@ -253,6 +267,49 @@ pub struct ServeArgs {
         default_value = "off"
     )]
     pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
+    /// How often the reconciler lists Stripe's events and claims the ones never delivered
+    /// (`15m`, `1h`, `90s`; `0` turns it off). It needs STRIPE_API_KEY.
+    #[arg(
+        long = "reconcile-interval",
+        env = "CLAIMCHECK_RECONCILE_INTERVAL",
+        value_name = "CLAIMCHECK_RECONCILE_INTERVAL",
+        default_value = "15m",
+        value_parser = parse_duration
+    )]
+    pub reconcile_interval: Duration,
+    /// How far back the reconciler's first run looks (at most 30 days).
+    #[arg(
+        long = "reconcile-lookback",
+        env = "CLAIMCHECK_RECONCILE_LOOKBACK",
+        value_name = "CLAIMCHECK_RECONCILE_LOOKBACK",
+        default_value = "3d",
+        value_parser = parse_duration
+    )]
+    pub reconcile_lookback: Duration,
+}
+
+/// `90s`, `15m`, `1h`, `3d`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration like 90s, 15m, 1h or 3d"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => {
+            return Err(format!(
+                "'{text}' is not a duration like 90s, 15m, 1h or 3d"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(secs))
 }
 
 /// The outgoing Stripe client: shared by `serve` and `orders refund`.
@@ -447,6 +504,19 @@ impl ServeArgs {
             },
             retention: (self.retention_days > 0)
                 .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
+            reconcile: ReconcileSchedule {
+                interval: self.reconcile_interval,
+                config: claimcheck_core::reconcile::ReconcileConfig {
+                    first_lookback: self
+                        .reconcile_lookback
+                        .min(claimcheck_core::reconcile::MAX_LOOKBACK),
+                    mode: match self.stripe_mode {
+                        ModeArg::Test => StripeMode::Test,
+                        ModeArg::Live => StripeMode::Live,
+                    },
+                    ..Default::default()
+                },
+            },
             checkout_urls: match (self.checkout_success_url, self.checkout_cancel_url) {
                 (Some(success_url), Some(cancel_url)) => Some(CheckoutUrls {
                     success_url,

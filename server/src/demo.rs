@@ -573,6 +573,7 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
         }),
         dashboard: DashboardConfig::default(),
         retention: None,
+        reconcile: Default::default(),
     };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))

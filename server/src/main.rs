@@ -39,10 +39,25 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::Orders { command } => commands::orders(command).await,
         Command::Customers { command } => commands::customers(command).await,
         Command::Backup { to, database } => commands::backup(&to, &database).await,
+        Command::Reconcile(args) => commands::reconcile(args).await,
         Command::Tokens { command } => commands::tokens(command).await,
         Command::Operator { command } => commands::operator(command).await,
-        Command::StripeSim { bind } => {
-            let sim = claimcheck_server::stripe_sim::StripeSim::start(bind).await?;
+        Command::StripeSim {
+            bind,
+            webhooks,
+            webhook_secrets,
+            time_scale,
+        } => {
+            if webhooks.len() != webhook_secrets.len() {
+                return Err(claimcheck_server::error::ServerError::Config(
+                    "give one --webhook-secret for each --webhook".into(),
+                ));
+            }
+            let options = claimcheck_server::stripe_sim::SimOptions {
+                webhooks: webhooks.into_iter().zip(webhook_secrets).collect(),
+                time_scale,
+            };
+            let sim = claimcheck_server::stripe_sim::StripeSim::start_with(bind, options).await?;
             tracing::info!("Stripe simulator at {}", sim.base_url());
             sim.run_until(shutdown::signal()).await
         }

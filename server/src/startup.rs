@@ -39,6 +39,70 @@ pub struct ServeConfig {
     /// Delivery logs and payloads of processed claims older than this are pruned; `None`
     /// keeps everything.
     pub retention: Option<Duration>,
+    /// The reconciler (runs when `stripe` is set and the interval is not zero).
+    pub reconcile: ReconcileSchedule,
+}
+
+/// How often the reconciler runs, and how.
+#[derive(Debug, Clone)]
+pub struct ReconcileSchedule {
+    /// Zero: never.
+    pub interval: Duration,
+    pub config: claimcheck_core::reconcile::ReconcileConfig,
+}
+
+impl Default for ReconcileSchedule {
+    fn default() -> Self {
+        ReconcileSchedule {
+            interval: Duration::from_secs(15 * 60),
+            config: claimcheck_core::reconcile::ReconcileConfig::default(),
+        }
+    }
+}
+
+/// Runs the reconciler every `schedule.interval`, the first time shortly after start. A run
+/// another instance holds is skipped; a failed run is logged and changes nothing.
+async fn reconcile_periodically(
+    store: Store,
+    api: StripeApi,
+    schedule: ReconcileSchedule,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut wait = Duration::from_secs(5).min(schedule.interval);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        wait = schedule.interval;
+        match claimcheck_core::reconcile::run(
+            &store,
+            &api,
+            &schedule.config,
+            "reconciler",
+            None,
+            false,
+        )
+        .await
+        {
+            Ok(report) if report.claimed > 0 => tracing::warn!(
+                claimed = report.claimed,
+                listed = report.listed,
+                "reconcile: events Stripe never delivered were claimed"
+            ),
+            Ok(report) => tracing::debug!(listed = report.listed, "reconcile: nothing missing"),
+            Err(claimcheck_core::reconcile::ReconcileError::Busy) => {
+                tracing::debug!("reconcile: another instance is running it")
+            }
+            Err(error) => tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "reconcile run failed; the cursor stays where it was"
+            ),
+        }
+    }
 }
 
 /// Operator sessions on the dashboard.
@@ -167,6 +231,7 @@ pub struct Application {
     workers: Vec<Worker>,
     new_claim: Arc<Notify>,
     retention: Option<Duration>,
+    reconciler: Option<(StripeApi, ReconcileSchedule)>,
 }
 
 impl Application {
@@ -225,6 +290,11 @@ impl Application {
             workers,
             new_claim,
             retention: config.retention,
+            reconciler: config
+                .stripe
+                .clone()
+                .filter(|_| !config.reconcile.interval.is_zero())
+                .map(|api| (api, config.reconcile.clone())),
         })
     }
 
@@ -248,6 +318,14 @@ impl Application {
             .into_iter()
             .map(|worker| tokio::spawn(worker.run(Arc::clone(&self.new_claim), stopped.clone())))
             .collect();
+        if let Some((api, schedule)) = self.reconciler {
+            workers.push(tokio::spawn(reconcile_periodically(
+                self.store.clone(),
+                api,
+                schedule,
+                stopped.clone(),
+            )));
+        }
         workers.push(tokio::spawn(housekeeping(
             self.store.clone(),
             self.retention,

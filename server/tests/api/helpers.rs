@@ -229,6 +229,11 @@ pub fn test_config(database_url: &str) -> ServeConfig {
         checkout_urls: None,
         dashboard: Default::default(),
         retention: None,
+        // Reconciliation tests run the reconciler themselves.
+        reconcile: claimcheck_server::startup::ReconcileSchedule {
+            interval: Duration::ZERO,
+            ..Default::default()
+        },
     }
 }
 

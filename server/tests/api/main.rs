@@ -15,6 +15,7 @@ mod health;
 mod money;
 mod operator_cli;
 mod outgoing;
+mod reconcile;
 mod simulate;
 mod two_factor;
 mod webhook;

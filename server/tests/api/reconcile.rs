@@ -1,0 +1,447 @@
+//! No lost order when Stripe gives up: the simulator delivers webhooks like Stripe (retries on
+//! a compressed schedule, then gives up), and the reconciler lists the events from the API and
+//! claims the missing ones through the same path as a delivery.
+
+use std::time::Duration;
+
+use claimcheck_core::OrderId;
+use claimcheck_core::payments::{CheckoutUrls, OrderRequest, open_checkout};
+use claimcheck_core::reconcile::{ReconcileConfig, ReconcileError, run};
+use claimcheck_core::stripe::{ApiKey, ListError, StripeApi, StripeConfig};
+use claimcheck_core::worker::{Worker, WorkerConfig};
+use claimcheck_server::stripe_sim::{Fault, FaultMode, SimOptions, StripeSim};
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, WEBHOOK_SECRET, on_both_backends, spawn_app};
+
+on_both_backends!(
+    backend =>
+    orders_paid_during_an_outage_longer_than_the_retries_are_recovered_once,
+    a_wrong_signing_secret_loses_nothing_once_reconciled,
+    reconciling_while_stripe_still_delivers_claims_each_event_once,
+    two_runs_at_once_make_one_and_a_refused_key_changes_nothing,
+    a_backlog_of_250_events_is_recovered_across_pages,
+);
+
+/// Stripe's three days of retries in about a second.
+const TIME_SCALE: f64 = 250_000.0;
+const PACKAGES: &str = "thesis-40=40:4900:chf";
+
+struct Drill {
+    app: TestApp,
+    sim: StripeSim,
+    api: StripeApi,
+}
+
+fn api(sim: &StripeSim, key: &str) -> StripeApi {
+    StripeApi::new(StripeConfig {
+        api_base: sim.base_url(),
+        timeout: Duration::from_secs(5),
+        max_attempts: 2,
+        base_backoff: Duration::from_millis(50),
+        ..StripeConfig::new(ApiKey::new(key).unwrap())
+    })
+    .unwrap()
+}
+
+/// The app, and a simulator delivering to its webhook signed with `secret`.
+async fn drill(backend: Backend, secret: Option<&str>) -> Drill {
+    let app = spawn_app(backend).await;
+    let webhooks = secret
+        .map(|s| vec![(app.url("/webhooks/stripe"), s.to_owned())])
+        .unwrap_or_default();
+    let sim = StripeSim::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        SimOptions {
+            webhooks,
+            time_scale: TIME_SCALE,
+        },
+    )
+    .await
+    .unwrap();
+    let api = api(&sim, "sk_test_reconcile");
+    Drill { app, sim, api }
+}
+
+fn config() -> ReconcileConfig {
+    ReconcileConfig {
+        base_backoff: Duration::from_millis(50),
+        ..ReconcileConfig::default()
+    }
+}
+
+impl Drill {
+    async fn sim_post(&self, path: &str, body: Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}{path}", self.sim.base_url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn deliveries(&self, kind: &str) -> Value {
+        reqwest::get(format!(
+            "{}/_sim/deliveries?kind={kind}",
+            self.sim.base_url()
+        ))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+    }
+
+    /// Orders opened through the outgoing client, then paid by card at the simulator.
+    async fn paid_orders(&self, prefix: &str, n: usize) -> Vec<OrderId> {
+        let urls = CheckoutUrls {
+            success_url: "https://shop.example/thanks".into(),
+            cancel_url: "https://shop.example/cart".into(),
+        };
+        let mut orders = Vec::new();
+        for i in 0..n {
+            let checkout = open_checkout(
+                &self.app.store,
+                &self.api,
+                &PACKAGES.parse().unwrap(),
+                &urls,
+                &OrderRequest {
+                    order_id: Some(format!("ord_{prefix}_{i}")),
+                    package: "thesis-40".into(),
+                    customer_email: format!("c{i}@example.ch"),
+                },
+            )
+            .await
+            .unwrap();
+            let session = checkout.order.checkout_session_id.clone().unwrap();
+            let paid = self
+                .sim_post(
+                    &format!("/_sim/checkout/sessions/{session}/pay"),
+                    json!({ "outcome": "card" }),
+                )
+                .await;
+            assert_eq!(paid.status(), 204);
+            orders.push(OrderId::parse(checkout.order.order_id).unwrap());
+        }
+        orders
+    }
+
+    /// Waits until Stripe gave up delivering `n` events of `kind`.
+    async fn until_given_up(&self, kind: &str, n: i64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let counts = self.deliveries(kind).await;
+            if counts["gave_up"].as_i64() == Some(n) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "Stripe never gave up: {counts}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn fulfil(&self) {
+        let worker = Worker::new(self.app.store.clone(), "w", WorkerConfig::default());
+        while !worker.run_once().await.unwrap().is_empty() {}
+    }
+
+    async fn credits(&self, order: &OrderId) -> (String, i64) {
+        let order = self.app.store.order(order).await.unwrap().unwrap();
+        (order.status, order.credits_granted)
+    }
+}
+
+async fn orders_paid_during_an_outage_longer_than_the_retries_are_recovered_once(backend: Backend) {
+    let drill = drill(backend, Some(WEBHOOK_SECRET)).await;
+    let outage = drill
+        .sim_post("/_sim/outage", json!({ "seconds": 60, "mode": "refused" }))
+        .await;
+    assert_eq!(outage.status(), 204);
+    let orders = drill.paid_orders("outage", 5).await;
+    drill.until_given_up("checkout.session.completed", 5).await;
+    for order in &orders {
+        assert_eq!(drill.credits(order).await, ("awaiting_payment".into(), 0));
+    }
+
+    let report = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, 5, "{report:?}");
+    assert_eq!(report.per_type["checkout.session.completed"].claimed, 5);
+    drill.fulfil().await;
+    for order in &orders {
+        assert_eq!(drill.credits(order).await, ("paid".into(), 40));
+    }
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE source = 'reconcile'")
+            .await,
+        5
+    );
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM webhook_deliveries WHERE source = 'reconcile'")
+            .await,
+        5
+    );
+
+    // The next run finds them claimed; Stripe's late resend is a duplicate; one unlock each.
+    let again = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    assert_eq!((again.claimed, again.already_claimed), (0, 5));
+    let events: Vec<Value> = reqwest::get(format!("{}/_sim/events", drill.sim.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "checkout.session.completed")
+        .unwrap();
+    let resend: Value = drill
+        .app
+        .deliver(&serde_json::to_vec(completed).unwrap())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resend["outcome"], "duplicate_event");
+    drill.fulfil().await;
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
+            .await,
+        5
+    );
+    let runs = drill.app.store.reconcile_runs(10).await.unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1].claimed, 5);
+}
+
+async fn a_wrong_signing_secret_loses_nothing_once_reconciled(backend: Backend) {
+    // The secret was rotated at Stripe but not here: every delivery is refused (400).
+    let drill = drill(backend, Some("whsec_rotated_at_stripe_only_0123456789")).await;
+    let orders = drill.paid_orders("rotated", 3).await;
+    drill.until_given_up("checkout.session.completed", 3).await;
+    let counts = drill.deliveries("checkout.session.completed").await;
+    assert_eq!(counts["last_error"], "HTTP 400", "{counts}");
+    let report = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, 3);
+    drill.fulfil().await;
+    for order in &orders {
+        assert_eq!(drill.credits(order).await, ("paid".into(), 40));
+    }
+}
+
+async fn reconciling_while_stripe_still_delivers_claims_each_event_once(backend: Backend) {
+    let drill = drill(backend, Some(WEBHOOK_SECRET)).await;
+    let store = drill.app.store.clone();
+    let api = drill.api.clone();
+    let reconciling = tokio::spawn(async move {
+        let mut claimed = 0;
+        for _ in 0..20 {
+            match run(&store, &api, &config(), "test", None, false).await {
+                Ok(report) => claimed += report.claimed,
+                Err(ReconcileError::Busy) => {}
+                Err(error) => panic!("{error}"),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        claimed
+    });
+    let orders = drill.paid_orders("race", 8).await;
+    let by_reconcile = reconciling.await.unwrap();
+    // Whatever Stripe still delivers afterwards is a duplicate.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while drill.deliveries("checkout.session.completed").await["pending"] != 0 {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    drill.fulfil().await;
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count(
+                "SELECT COUNT(*) FROM processed_stripe_events \
+                 WHERE event_type = 'checkout.session.completed'"
+            )
+            .await,
+        8,
+        "one claim per event (reconcile claimed {by_reconcile} + {})",
+        report.claimed
+    );
+    for order in &orders {
+        assert_eq!(drill.credits(order).await, ("paid".into(), 40));
+    }
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
+            .await,
+        8
+    );
+}
+
+async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Backend) {
+    let drill = drill(backend, None).await;
+    drill.paid_orders("lease", 2).await;
+    // The first run meets a rate limit and waits, holding the lease.
+    for _ in 0..2 {
+        let fault = Fault {
+            path: "/v1/events".into(),
+            mode: FaultMode::RateLimit,
+            count: 1,
+            hold_ms: 0,
+        };
+        reqwest::Client::new()
+            .post(format!("{}/_sim/faults", drill.sim.base_url()))
+            .json(&fault)
+            .send()
+            .await
+            .unwrap();
+    }
+    let slow = ReconcileConfig {
+        base_backoff: Duration::from_millis(400),
+        ..config()
+    };
+    let first = tokio::spawn({
+        let store = drill.app.store.clone();
+        let api = drill.api.clone();
+        async move { run(&store, &api, &slow, "first", None, false).await }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while drill
+        .app
+        .db
+        .count("SELECT COUNT(*) FROM reconcile_state WHERE lease_owner IS NOT NULL")
+        .await
+        == 0
+    {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = run(
+        &drill.app.store,
+        &drill.api,
+        &config(),
+        "second",
+        None,
+        false,
+    )
+    .await;
+    assert!(matches!(second, Err(ReconcileError::Busy)), "{second:?}");
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.claimed, 2, "the rate limit was waited out");
+
+    // A refused key: the run fails visibly and the cursor stays.
+    let cursor = drill
+        .app
+        .db
+        .count("SELECT COALESCE(cursor, 0) FROM reconcile_state")
+        .await;
+    let refused = run(
+        &drill.app.store,
+        &api(&drill.sim, "rk_test_wrong_key"),
+        &config(),
+        "refused",
+        None,
+        false,
+    )
+    .await;
+    assert!(
+        matches!(
+            refused,
+            Err(ReconcileError::List(ListError::Unauthorized(401)))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COALESCE(cursor, 0) FROM reconcile_state")
+            .await,
+        cursor
+    );
+    let runs = drill.app.store.reconcile_runs(1).await.unwrap();
+    assert!(
+        runs[0].error.as_deref().unwrap().contains("STRIPE_API_KEY"),
+        "{runs:?}"
+    );
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM reconcile_state WHERE lease_owner IS NULL")
+            .await,
+        1,
+        "the lease is given back"
+    );
+}
+
+async fn a_backlog_of_250_events_is_recovered_across_pages(backend: Backend) {
+    let drill = drill(backend, None).await;
+    for i in 0..250 {
+        let made = drill
+            .sim_post(
+                "/_sim/events",
+                json!({
+                    "type": "checkout.session.completed",
+                    "data": { "object": {
+                        "id": format!("cs_backlog_{i}"),
+                        "object": "checkout.session",
+                        "payment_status": "paid",
+                        "amount_total": 4900,
+                        "currency": "chf",
+                        "payment_intent": format!("pi_backlog_{i}"),
+                        "metadata": { "order_id": format!("ord_backlog_{i}"), "credits": "40" },
+                    }},
+                }),
+            )
+            .await;
+        assert_eq!(made.status(), 200);
+    }
+    let dry = run(&drill.app.store, &drill.api, &config(), "test", None, true)
+        .await
+        .unwrap();
+    assert_eq!((dry.claimed, dry.pages), (250, 3), "{dry:?}");
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM processed_stripe_events")
+            .await,
+        0,
+        "a dry run claims nothing"
+    );
+    let report = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    assert_eq!((report.listed, report.claimed), (250, 250));
+    drill.fulfil().await;
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count("SELECT COUNT(*) FROM orders WHERE status = 'paid'")
+            .await,
+        250
+    );
+}
