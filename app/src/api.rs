@@ -43,6 +43,78 @@ pub struct Overview {
     pub acked: u64,
     /// Credits unlocked since midnight UTC.
     pub credits_today: i64,
+    /// The reconciler's last run, if any.
+    pub reconcile: Option<ReconcileSummary>,
+    /// Deliveries refused for their signature since the last accepted one (this server).
+    pub bad_signatures_in_a_row: u64,
+    /// The operator may reconcile now (an admin, with STRIPE_API_KEY configured).
+    pub can_reconcile: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcileSummary {
+    pub at: String,
+    pub actor: String,
+    pub dry_run: bool,
+    pub listed: i64,
+    pub claimed: i64,
+    pub error: Option<String>,
+}
+
+/// What the dashboard knows of the webhook and the reconciler, from the server.
+#[cfg(feature = "ssr")]
+#[derive(Clone)]
+pub struct ServerHealth {
+    pub bad_signatures_in_a_row: std::sync::Arc<dyn Fn() -> u64 + Send + Sync>,
+    pub stripe: Option<claimcheck_core::stripe::StripeApi>,
+    pub reconcile: claimcheck_core::reconcile::ReconcileConfig,
+}
+
+/// A dry run of the reconciler: what "Reconcile now" would claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcilePreview {
+    /// False without STRIPE_API_KEY: nothing can be listed.
+    pub configured: bool,
+    pub since: String,
+    pub listed: u64,
+    pub already_claimed: u64,
+    pub would_claim: u64,
+    /// (event type, listed, already claimed, would claim)
+    pub per_type: Vec<(String, u64, u64, u64)>,
+}
+
+#[server(prefix = "/dashboard/fn", endpoint = "reconcile_preview")]
+pub async fn get_reconcile_preview() -> Result<ReconcilePreview, ServerFnError> {
+    let (store, operator) = server::require(Role::Admin).await?;
+    let health = use_context::<ServerHealth>()
+        .ok_or_else(|| ServerFnError::new("The dashboard is not connected to the server."))?;
+    let Some(api) = health.stripe else {
+        return Ok(ReconcilePreview {
+            configured: false,
+            since: String::new(),
+            listed: 0,
+            already_claimed: 0,
+            would_claim: 0,
+            per_type: Vec::new(),
+        });
+    };
+    let actor = format!("dashboard:{}", operator.username);
+    let report =
+        claimcheck_core::reconcile::run(&store, &api, &health.reconcile, &actor, None, true)
+            .await
+            .map_err(|e| ServerFnError::new(format!("The preview failed: {e}")))?;
+    Ok(ReconcilePreview {
+        configured: true,
+        since: server::time(report.since * 1000),
+        listed: report.listed,
+        already_claimed: report.already_claimed,
+        would_claim: report.claimed,
+        per_type: report
+            .per_type
+            .into_iter()
+            .map(|(kind, c)| (kind, c.listed, c.already_claimed, c.claimed))
+            .collect(),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -435,7 +507,7 @@ pub async fn get_two_factor() -> Result<TwoFactor, ServerFnError> {
 pub async fn get_overview() -> Result<Overview, ServerFnError> {
     use claimcheck_core::{ClaimState, now_ms};
 
-    let (store, _) = server::require(Role::Viewer).await?;
+    let (store, operator) = server::require(Role::Viewer).await?;
     let now = now_ms();
     let counts = store.claim_counts(now).await.map_err(server::unavailable)?;
     // 24 whole hours ending with the current one.
@@ -471,7 +543,28 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         .map_err(server::unavailable)?;
     let latency = use_context::<AckLatency>();
     let quantile = |q| latency.as_ref().and_then(|l| (l.0)(q));
+    let health = use_context::<ServerHealth>();
+    let reconcile = store
+        .reconcile_runs(1)
+        .await
+        .map_err(server::unavailable)?
+        .pop()
+        .map(|run| ReconcileSummary {
+            at: server::time(run.finished_at),
+            actor: run.actor,
+            dry_run: run.dry_run,
+            listed: run.listed,
+            claimed: run.claimed,
+            error: run.error,
+        });
     Ok(Overview {
+        reconcile,
+        bad_signatures_in_a_row: health
+            .as_ref()
+            .map(|h| (h.bad_signatures_in_a_row)())
+            .unwrap_or(0),
+        can_reconcile: operator.role == Role::Admin
+            && health.as_ref().is_some_and(|h| h.stripe.is_some()),
         backend: store.backend().as_str().to_owned(),
         checked_at: chrono::DateTime::from_timestamp_millis(now)
             .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())

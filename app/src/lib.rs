@@ -15,7 +15,8 @@ use leptos_router::path;
 use crate::api::get_me;
 use crate::pages::{
     AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
-    OrdersPage, OverviewPage, RedrivePage, RefundPage, TwoFactorLoginPage, TwoFactorPage,
+    OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage, TwoFactorLoginPage,
+    TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.
@@ -90,6 +91,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/orders/:id") view=OrderPage/>
                     <Route path=path!("/orders/:id/refund") view=RefundPage/>
                     <Route path=path!("/audit") view=AuditPage/>
+                    <Route path=path!("/reconcile") view=ReconcilePage/>
                     <Route path=path!("/operators") view=OperatorsPage/>
                 </Routes>
             </main>

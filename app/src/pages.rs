@@ -8,6 +8,7 @@ mod not_found;
 mod operators;
 mod orders;
 mod overview;
+mod reconcile;
 mod two_factor;
 
 pub use audit::AuditPage;
@@ -18,4 +19,5 @@ pub use not_found::NotFound;
 pub use operators::OperatorsPage;
 pub use orders::{OrderPage, OrdersPage, RefundPage};
 pub use overview::OverviewPage;
+pub use reconcile::ReconcilePage;
 pub use two_factor::{TwoFactorLoginPage, TwoFactorPage};

@@ -21,6 +21,13 @@ pub struct Metrics {
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_micros: AtomicU64,
+    /// Signature failures since the last delivery that was accepted: a run of them with no
+    /// success means the signing secret does not match Stripe's.
+    bad_signatures_in_a_row: AtomicU64,
+    reconcile_runs: AtomicU64,
+    reconcile_failures: AtomicU64,
+    reconcile_listed: AtomicU64,
+    reconcile_recovered: AtomicU64,
 }
 
 impl Metrics {
@@ -28,6 +35,16 @@ impl Metrics {
     pub fn observe(&self, outcome: DeliveryOutcome, elapsed: Duration) {
         if let Some(i) = DeliveryOutcome::ALL.iter().position(|o| *o == outcome) {
             self.deliveries[i].fetch_add(1, Ordering::Relaxed);
+        }
+        match outcome {
+            DeliveryOutcome::BadSignature => {
+                self.bad_signatures_in_a_row.fetch_add(1, Ordering::Relaxed);
+            }
+            DeliveryOutcome::Claimed
+            | DeliveryOutcome::DuplicateEvent
+            | DeliveryOutcome::DuplicateAction
+            | DeliveryOutcome::Ignored => self.bad_signatures_in_a_row.store(0, Ordering::Relaxed),
+            _ => {}
         }
         let seconds = elapsed.as_secs_f64();
         for (bucket, bound) in self.latency_buckets.iter().zip(BUCKETS) {
@@ -57,8 +74,53 @@ impl Metrics {
         Some((bound * 1000.0, count))
     }
 
+    /// Signature failures since the last accepted delivery (in this process).
+    pub fn bad_signatures_in_a_row(&self) -> u64 {
+        self.bad_signatures_in_a_row.load(Ordering::Relaxed)
+    }
+
+    /// Counts one reconcile run: `Some((listed, recovered))` if it succeeded.
+    pub fn observe_reconcile(&self, outcome: Option<(u64, u64)>) {
+        self.reconcile_runs.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Some((listed, recovered)) => {
+                self.reconcile_listed.fetch_add(listed, Ordering::Relaxed);
+                self.reconcile_recovered
+                    .fetch_add(recovered, Ordering::Relaxed);
+            }
+            None => {
+                self.reconcile_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
+        for (name, help, value) in [
+            (
+                "claimcheck_reconcile_runs_total",
+                "Reconcile runs made by this process.",
+                &self.reconcile_runs,
+            ),
+            (
+                "claimcheck_reconcile_failures_total",
+                "Reconcile runs that failed (the cursor stayed).",
+                &self.reconcile_failures,
+            ),
+            (
+                "claimcheck_reconcile_events_listed_total",
+                "Acting events listed from Stripe's API by reconcile runs.",
+                &self.reconcile_listed,
+            ),
+            (
+                "claimcheck_reconcile_events_recovered_total",
+                "Events never delivered that reconcile runs claimed.",
+                &self.reconcile_recovered,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
         out.push_str("# HELP claimcheck_webhook_deliveries_total Webhook deliveries by outcome.\n");
         out.push_str("# TYPE claimcheck_webhook_deliveries_total counter\n");
         for (outcome, count) in DeliveryOutcome::ALL.iter().zip(&self.deliveries) {

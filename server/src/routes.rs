@@ -40,6 +40,7 @@ pub(crate) struct AppState {
     pub api: ApiState,
     pub auth: Arc<auth::AuthState>,
     pub worker: Arc<claimcheck_core::worker::WorkerConfig>,
+    pub reconcile: claimcheck_core::reconcile::ReconcileConfig,
 }
 
 pub(crate) fn router(
@@ -82,6 +83,7 @@ pub(crate) fn router(
             two_factor: config.dashboard.require_two_factor,
         }),
         worker: Arc::new(config.worker.clone()),
+        reconcile: config.reconcile.config.clone(),
     };
     // Everything an operator uses sits behind the session layer and the guard; the webhook,
     // the order API, health and metrics do not (their callers are Stripe, the shop and

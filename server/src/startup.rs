@@ -66,6 +66,7 @@ async fn reconcile_periodically(
     store: Store,
     api: StripeApi,
     schedule: ReconcileSchedule,
+    metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut wait = Duration::from_secs(5).min(schedule.interval);
@@ -78,7 +79,7 @@ async fn reconcile_periodically(
             return;
         }
         wait = schedule.interval;
-        match claimcheck_core::reconcile::run(
+        let outcome = claimcheck_core::reconcile::run(
             &store,
             &api,
             &schedule.config,
@@ -86,8 +87,13 @@ async fn reconcile_periodically(
             None,
             false,
         )
-        .await
-        {
+        .await;
+        match &outcome {
+            Ok(report) => metrics.observe_reconcile(Some((report.listed, report.claimed))),
+            Err(claimcheck_core::reconcile::ReconcileError::Busy) => {}
+            Err(_) => metrics.observe_reconcile(None),
+        }
+        match outcome {
             Ok(report) if report.claimed > 0 => tracing::warn!(
                 claimed = report.claimed,
                 listed = report.listed,
@@ -232,6 +238,7 @@ pub struct Application {
     new_claim: Arc<Notify>,
     retention: Option<Duration>,
     reconciler: Option<(StripeApi, ReconcileSchedule)>,
+    metrics: Arc<Metrics>,
 }
 
 impl Application {
@@ -262,11 +269,12 @@ impl Application {
             );
         }
         let new_claim = Arc::new(Notify::new());
+        let metrics = Arc::new(Metrics::default());
         let router = routes::router(
             store.clone(),
             &config,
             local_addr,
-            Arc::new(Metrics::default()),
+            Arc::clone(&metrics),
             Arc::clone(&new_claim),
         );
         // Unique per process, whatever the address: two instances (or a restart reusing the
@@ -295,6 +303,7 @@ impl Application {
                 .clone()
                 .filter(|_| !config.reconcile.interval.is_zero())
                 .map(|api| (api, config.reconcile.clone())),
+            metrics,
         })
     }
 
@@ -323,6 +332,7 @@ impl Application {
                 self.store.clone(),
                 api,
                 schedule,
+                Arc::clone(&self.metrics),
                 stopped.clone(),
             )));
         }

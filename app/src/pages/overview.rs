@@ -106,13 +106,47 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
         ),
         _ => "no delivery answered since this server started".to_owned(),
     };
+    let signature_alarm = (overview.bad_signatures_in_a_row >= 3).then(|| {
+        view! {
+            <p class="notice notice-error" role="alert" data-testid="signature-alarm">
+                {overview.bad_signatures_in_a_row}
+                " deliveries in a row failed the signature check and none was accepted since. "
+                "Check STRIPE_WEBHOOK_SECRET: was the signing secret rolled at Stripe but not "
+                "here? Once fixed, reconcile to recover what Stripe gave up on."
+            </p>
+        }
+    });
+    let reconcile = match overview.reconcile {
+        None => "Never ran yet.".to_owned(),
+        Some(run) => match run.error {
+            Some(error) => format!("{} by {}: failed: {error}", run.at, run.actor),
+            None => format!(
+                "{} by {}: {} listed, {} {}",
+                run.at,
+                run.actor,
+                run.listed,
+                run.claimed,
+                if run.dry_run {
+                    "would be claimed (preview)"
+                } else {
+                    "claimed that Stripe never delivered"
+                }
+            ),
+        },
+    };
+    let reconcile_now = overview.can_reconcile.then(|| {
+        view! { <a href="/reconcile" class="button">"Reconcile now…"</a> }
+    });
     view! {
+        {signature_alarm}
         <ul class="cards" aria-label="Claims by state">{cards}</ul>
         <dl class="facts">
             <dt>"Credits unlocked today"</dt>
             <dd data-testid="credits-today">{overview.credits_today}</dd>
             <dt>"Acknowledgement latency"</dt>
             <dd data-testid="ack-latency">{latency}</dd>
+            <dt>"Last reconcile run"</dt>
+            <dd data-testid="last-reconcile">{reconcile} " " {reconcile_now}</dd>
         </dl>
         <h2>"Deliveries, last 24 hours (" {total} ")"</h2>
         <p class="legend">

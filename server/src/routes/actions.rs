@@ -24,6 +24,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/actions/refund", post(refund))
         .route("/dashboard/actions/operators", post(add_operator))
         .route("/dashboard/actions/operators/access", post(set_access))
+        .route("/dashboard/actions/reconcile", post(reconcile))
 }
 
 /// Why an action was refused before it ran.
@@ -336,4 +337,80 @@ async fn audit(state: &AppState, admin: &SignedIn, action: &str, target: &str, d
             "audit log write failed"
         );
     }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ReconcileForm {
+    reason: String,
+}
+
+/// Reconcile now (admins): one run through the same path as the periodic reconciler,
+/// audited with the reason and what it found.
+async fn reconcile(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<ReconcileForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Admin) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    if form.reason.trim().is_empty() {
+        return back("/reconcile", "error", "Say why you reconcile now.");
+    }
+    let Some(stripe) = state.api.stripe.as_ref() else {
+        return back(
+            "/",
+            "error",
+            "Reconciling needs STRIPE_API_KEY on the server.",
+        );
+    };
+    let actor = format!("dashboard:{}", operator.username);
+    let outcome = claimcheck_core::reconcile::run(
+        &state.store,
+        stripe,
+        &state.reconcile,
+        &actor,
+        None,
+        false,
+    )
+    .await;
+    let (key, message) = match &outcome {
+        Ok(report) => {
+            state
+                .webhook
+                .metrics
+                .observe_reconcile(Some((report.listed, report.claimed)));
+            (
+                "notice",
+                format!(
+                    "Reconciled: {} events listed, {} claimed that Stripe never delivered.",
+                    report.listed, report.claimed
+                ),
+            )
+        }
+        Err(claimcheck_core::reconcile::ReconcileError::Busy) => (
+            "error",
+            "A reconcile run is under way already; look again in a moment.".to_owned(),
+        ),
+        Err(error) => {
+            state.webhook.metrics.observe_reconcile(None);
+            ("error", format!("Reconcile failed: {error}"))
+        }
+    };
+    if let Err(error) = state
+        .store
+        .record_audit(
+            now_ms(),
+            &actor,
+            "reconcile",
+            "stripe-events",
+            form.reason.trim(),
+            &message,
+        )
+        .await
+    {
+        tracing::error!(error = &error as &dyn std::error::Error, "reconcile: audit");
+    }
+    back("/", key, &message)
 }

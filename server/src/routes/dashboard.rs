@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use std::sync::Arc;
 
-use app::api::AckLatency;
+use app::api::{AckLatency, ServerHealth};
 use app::{App, shell};
 use claimcheck_core::Store;
 use leptos::config::LeptosOptions;
@@ -32,6 +32,12 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
     let options = state.leptos_options.clone();
     let metrics = state.webhook.metrics.clone();
     let latency = AckLatency(Arc::new(move |q| metrics.ack_quantile(q)));
+    let metrics = state.webhook.metrics.clone();
+    let health = ServerHealth {
+        bad_signatures_in_a_row: Arc::new(move || metrics.bad_signatures_in_a_row()),
+        stripe: state.api.stripe.clone(),
+        reconcile: state.reconcile.clone(),
+    };
     axum::Router::new()
         .leptos_routes_with_context(
             state,
@@ -39,6 +45,7 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
             move || {
                 provide_context(store.clone());
                 provide_context(latency.clone());
+                provide_context(health.clone());
             },
             move || shell(options.clone()),
         )

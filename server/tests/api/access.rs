@@ -35,7 +35,7 @@ const PAGES: [&str; 11] = [
 ];
 
 /// Every mutating action, with a valid form.
-const ACTIONS: [(&str, &[(&str, &str)]); 4] = [
+const ACTIONS: [(&str, &[(&str, &str)]); 5] = [
     (
         "/dashboard/actions/redrive",
         &[("event_id", "evt_pub0001paid"), ("reason", "forged")],
@@ -56,6 +56,7 @@ const ACTIONS: [(&str, &[(&str, &str)]); 4] = [
         "/dashboard/actions/operators/access",
         &[("username", "vera"), ("action", "disable")],
     ),
+    ("/dashboard/actions/reconcile", &[("reason", "forged")]),
 ];
 
 /// The arguments each server function needs, so that a signed-in call would succeed.
@@ -167,7 +168,7 @@ async fn viewers_read_but_cannot_mutate(app: TestApp) {
     let viewer = app.sign_in_as("victor", Role::Viewer).await;
     for path in server_functions() {
         let response = post_form(&viewer, &app, &path, &arguments(&path)).await;
-        let expected = if path.ends_with("/operators") {
+        let expected = if path.ends_with("/operators") || path.ends_with("/reconcile_preview") {
             403
         } else {
             200

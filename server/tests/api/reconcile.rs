@@ -445,3 +445,138 @@ async fn a_backlog_of_250_events_is_recovered_across_pages(backend: Backend) {
         250
     );
 }
+
+/// An admin sees what a run would claim, runs it from the dashboard (audited, counted in
+/// `/metrics`, shown on the overview); `claimcheck reconcile --dry-run --json` reports the
+/// same events as claimed. Signature failures with no success in between raise the alarm on
+/// the overview until a delivery is accepted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admins_reconcile_from_the_dashboard_and_the_overview_tells_a_wrong_secret() {
+    use claimcheck_core::auth::Role;
+
+    let sim = StripeSim::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let app = crate::helpers::spawn_app_with(Backend::Sqlite, |config| {
+        config.stripe = Some(api(&sim, "sk_test_dashboard"));
+    })
+    .await;
+    for i in 0..3 {
+        reqwest::Client::new()
+            .post(format!("{}/_sim/events", sim.base_url()))
+            .json(&json!({
+                "type": "checkout.session.completed",
+                "data": { "object": {
+                    "id": format!("cs_dash_{i}"), "object": "checkout.session",
+                    "payment_status": "paid", "payment_intent": format!("pi_dash_{i}"),
+                    "metadata": { "order_id": format!("ord_dash_{i}"), "credits": "5" },
+                }},
+            }))
+            .send()
+            .await
+            .unwrap();
+    }
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    assert_eq!(
+        app.call(&viewer, "reconcile_preview", &[]).await.status(),
+        403
+    );
+    let admin = app.sign_in_as("ada", Role::Admin).await;
+    let preview: Value = app
+        .call(&admin, "reconcile_preview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(preview["would_claim"], 3, "{preview}");
+    let page = admin.get(app.url("/reconcile")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let done = admin
+        .post(app.url("/dashboard/actions/reconcile"))
+        .form(&[("reason", "after the firewall change")])
+        .send()
+        .await
+        .unwrap();
+    let location = done.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.contains("3%20claimed") || location.contains("3+claimed"),
+        "{location}"
+    );
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'reconcile' \
+                 AND actor = 'dashboard:ada' AND reason = 'after the firewall change'"
+            )
+            .await,
+        1
+    );
+    assert!(
+        app.get_metrics()
+            .await
+            .contains("claimcheck_reconcile_events_recovered_total 3")
+    );
+    let overview: Value = app
+        .call(&admin, "overview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["reconcile"]["claimed"], 3, "{overview}");
+    assert_eq!(overview["can_reconcile"], true);
+
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(["reconcile", "--dry-run", "--json", "--since", "1h"])
+        .env("DATABASE_URL", app.db.url())
+        .env("STRIPE_API_KEY", "sk_test_cli")
+        .env("STRIPE_API_BASE", sim.base_url())
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (report["listed"].as_u64(), report["claimed"].as_u64()),
+        (Some(3), Some(0)),
+        "{report}"
+    );
+
+    // A secret rotated at Stripe only: refusals and no success, said on the overview.
+    for _ in 0..3 {
+        let refused = app.post_webhook(b"{}", Some("t=1,v1=00")).await.status();
+        assert_eq!(refused, 400);
+    }
+    let overview: Value = app
+        .call(&admin, "overview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["bad_signatures_in_a_row"], 3);
+    let html = admin
+        .get(app.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("STRIPE_WEBHOOK_SECRET"),
+        "the alarm names the setting"
+    );
+    app.deliver(&crate::helpers::fixture("customer.discount.created"))
+        .await;
+    let overview: Value = app
+        .call(&admin, "overview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["bad_signatures_in_a_row"], 0);
+}
