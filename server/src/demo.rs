@@ -508,6 +508,100 @@ async fn api_orders(
     Ok((opened, refunded, wrong))
 }
 
+/// One outage a day that only reconciliation repairs: Stripe (the simulator, delivering to
+/// this server) cannot reach the webhook while two customers pay; it retries on its schedule
+/// (three days, compressed) and gives up; the reconciler lists the events from the API and
+/// claims them. Returns how many it recovered.
+async fn outage_repaired_by_reconcile(
+    base: &str,
+    state: &DemoState,
+    client: &reqwest::Client,
+    store: &Store,
+    stripe: &StripeApi,
+    day: u32,
+) -> Result<u64, ServerError> {
+    let sim = stripe.config().api_base.trim_end_matches('/').to_owned();
+    sim_post(
+        client,
+        format!("{sim}/_sim/outage"),
+        json!({ "seconds": 3600, "mode": "refused" }),
+    )
+    .await
+    .ok();
+    let mut sessions = Vec::new();
+    for i in 0..2 {
+        let response = client
+            .post(format!("{base}/api/orders"))
+            .bearer_auth(&state.api_token)
+            .json(&json!({
+                "order_id": format!("ord_demo_d{day}_outage{i}"),
+                "package": "thesis-40",
+                "customer_email": format!("weekend{i}@demo.example"),
+            }))
+            .send()
+            .await
+            .map_err(|e| fail("order API")(e.to_string()))?;
+        let created: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| fail("order API")(e.to_string()))?;
+        let session = created["checkout_session_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let paid = client
+            .post(format!("{sim}/_sim/checkout/sessions/{session}/pay"))
+            .json(&json!({ "outcome": "card" }))
+            .send()
+            .await
+            .map_err(|e| fail("simulator")(e.to_string()))?;
+        if !paid.status().is_success() {
+            return Err(fail("simulator")(format!("pay: HTTP {}", paid.status())));
+        }
+        sessions.push(session);
+    }
+    // Stripe gives up on them.
+    for _ in 0..600 {
+        let counts: serde_json::Value = client
+            .get(format!(
+                "{sim}/_sim/deliveries?kind=checkout.session.completed"
+            ))
+            .send()
+            .await
+            .map_err(|e| fail("simulator")(e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| fail("simulator")(e.to_string()))?;
+        if counts["pending"] == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client
+        .post(format!("{sim}/_sim/outage"))
+        .json(&json!({ "seconds": 0 }))
+        .send()
+        .await
+        .map_err(|e| fail("simulator")(e.to_string()))?;
+    let report = claimcheck_core::reconcile::run(
+        store,
+        stripe,
+        &claimcheck_core::reconcile::ReconcileConfig::default(),
+        "demo:reconciler",
+        None,
+        false,
+    )
+    .await
+    .map_err(|e| fail("reconcile")(e.to_string()))?;
+    say(&format!(
+        "  an outage kept Stripe from delivering {} payment(s) until it gave up; \
+         reconciliation recovered {} event(s) from Stripe's API",
+        sessions.len(),
+        report.claimed
+    ));
+    Ok(report.claimed)
+}
+
 /// What the demo checks once the day is played.
 #[derive(Debug, Serialize)]
 pub struct DemoReport {
@@ -517,6 +611,8 @@ pub struct DemoReport {
     pub api_refunds: usize,
     /// Order-API orders whose money did not end where it should (refunds, disputes).
     pub money_wrong: Vec<String>,
+    /// Events recovered by reconciliation after the day's outage.
+    pub outage_recovered: u64,
     pub stale_claim: String,
     pub stale_claim_state: String,
 }
@@ -538,7 +634,15 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
     state.days += 1;
     save_state(&args.data_dir, &state)?;
 
-    let sim = StripeSim::start(([127, 0, 0, 1], 0).into()).await?;
+    // Stripe's three days of retries in about four seconds.
+    let sim = StripeSim::start_with(
+        ([127, 0, 0, 1], 0).into(),
+        crate::stripe_sim::SimOptions {
+            webhooks: Vec::new(),
+            time_scale: 60_000.0,
+        },
+    )
+    .await?;
     let stripe = StripeApi::new(StripeConfig {
         api_base: sim.base_url(),
         timeout: Duration::from_secs(5),
@@ -573,7 +677,11 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
         }),
         dashboard: DashboardConfig::default(),
         retention: None,
-        reconcile: Default::default(),
+        // The day's outage is repaired by a reconcile run the demo makes itself.
+        reconcile: crate::startup::ReconcileSchedule {
+            interval: Duration::ZERO,
+            ..Default::default()
+        },
     };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -583,6 +691,17 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
     stage_worker_crash(&config, &secret, &client, &store, state.days).await?;
     let server = start(config).await?;
     let base = format!("http://{}", server.addr);
+    // Stripe knows the endpoint (and its secret) from before: the simulator delivers what it
+    // makes, like Stripe does.
+    client
+        .post(format!("{}/_sim/webhooks", sim.base_url()))
+        .json(&json!({
+            "url": format!("{base}/webhooks/stripe"),
+            "secret": state.webhook_secret,
+        }))
+        .send()
+        .await
+        .map_err(|e| fail("simulator")(e.to_string()))?;
     say(&format!(
         "\nClaimcheck demo (day {}): dashboard at {base}/\n  sign in as {} / {}\n  \
          Stripe simulator at {}; data in {}\n  playing a day of the shop now; Ctrl-C stops \
@@ -607,8 +726,30 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
         settle_secs: 120,
     };
     let play = async {
-        let (opened, refunded, money_wrong) =
+        let (opened, refunded, mut money_wrong) =
             api_orders(&base, &state, &secret, &client, &store, &stripe, state.days).await?;
+        let outage_recovered =
+            outage_repaired_by_reconcile(&base, &state, &client, &store, &stripe, state.days)
+                .await?;
+        // The recovered payments are fulfilled like any other.
+        for i in 0..2 {
+            let order = OrderId::parse(format!("ord_demo_d{}_outage{i}", state.days))
+                .map_err(|e| fail("order")(e.to_string()))?;
+            let mut paid = false;
+            for _ in 0..200 {
+                if let Ok(Some(o)) = store.order(&order).await
+                    && o.status == "paid"
+                    && o.credits_granted == 40
+                {
+                    paid = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if !paid {
+                money_wrong.push(format!("{order}: not recovered after the outage"));
+            }
+        }
         let verdict = run_day(&day).await?;
         let crash = crash_event(state.days);
         let claim = store
@@ -624,6 +765,7 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
             api_orders: opened,
             api_refunds: refunded,
             money_wrong,
+            outage_recovered,
             stale_claim: crash,
             stale_claim_state: claim.map(|c| c.status).unwrap_or_else(|| "missing".into()),
         })

@@ -8,6 +8,8 @@
 //!   customer pays; the events Stripe makes follow (async results after a simulated delay).
 //! - `POST /_sim/outage` `{"seconds", "mode": "refused"|"error500"|"timeout"}`: deliveries
 //!   fail for a while.
+//! - `POST /_sim/webhooks` `{"url", "secret"}` registers an endpoint whose secret the caller
+//!   chose (an endpoint configured at Stripe before Claimcheck started).
 //! - `POST /_sim/events` records an event as if Stripe had made it (test set-ups);
 //!   `GET /_sim/deliveries` counts deliveries pending, delivered and given up.
 
@@ -77,6 +79,7 @@ pub(super) fn router() -> Router<Sim> {
         .route("/_sim/outage", post(outage))
         .route("/_sim/events", post(inject_event).get(all_events))
         .route("/_sim/deliveries", get(delivery_counts))
+        .route("/_sim/webhooks", post(add_known_endpoint))
 }
 
 impl SimState {
@@ -330,6 +333,25 @@ async fn add_endpoint(
     });
     Json(json!({ "id": id, "object": "webhook_endpoint", "url": new.url, "secret": secret_text }))
         .into_response()
+}
+
+#[derive(Deserialize)]
+struct KnownEndpoint {
+    url: String,
+    secret: String,
+}
+
+async fn add_known_endpoint(State(sim): State<Sim>, Json(new): Json<KnownEndpoint>) -> Response {
+    match SigningSecret::new(new.secret) {
+        Ok(secret) => {
+            sim.lock().endpoints.push(Endpoint {
+                url: new.url,
+                secret,
+            });
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(error) => sim_error(StatusCode::BAD_REQUEST, &error.to_string()),
+    }
 }
 
 #[derive(Deserialize)]

@@ -57,6 +57,8 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     assert_eq!(day["stale_claim_state"], "stale");
     assert_eq!(day["api_refunds"], 3);
     assert_eq!(day["money_wrong"], serde_json::json!([]), "{stdout}");
+    assert_eq!(day["outage_recovered"], 2, "{stdout}");
+    assert!(stdout.contains("reconciliation recovered 2"), "{stdout}");
 
     // The invariants, read from the database the demo wrote.
     let db = TestDb::Sqlite {
