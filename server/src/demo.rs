@@ -724,6 +724,9 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
         reorder: 0.2,
         run: Some(format!("d{}", state.days)),
         settle_secs: 120,
+        // Every event of the day is made and delivered by the simulator, like Stripe would.
+        stripe_sim: Some(sim.base_url()),
+        package: "thesis-40".into(),
     };
     let play = async {
         let (opened, refunded, mut money_wrong) =

@@ -57,6 +57,16 @@ pub struct SimulateArgs {
     /// How long to wait for every order to reach its end state.
     #[arg(long, default_value_t = 60)]
     pub settle_secs: u64,
+    /// A Stripe simulator (`claimcheck stripe-sim`) that the targets use as STRIPE_API_BASE:
+    /// then orders are opened through the targets' order API, paid, refunded and disputed at
+    /// the simulator, and every event the targets see is made and delivered by it (with the
+    /// shares of duplicates and twins above). Without it, the events are made up here and
+    /// delivered by this command.
+    #[arg(long = "stripe-sim", value_name = "URL")]
+    pub stripe_sim: Option<String>,
+    /// The package ordered through the order API (with --stripe-sim).
+    #[arg(long, default_value = "thesis-40")]
+    pub package: String,
 }
 
 /// What happens to one order over the day.
@@ -402,8 +412,11 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
     let seed = run.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
-    let orders = plan_day(&run, args.orders, seed);
-    let plan = deliveries(&orders, args.duplicates, args.twins, args.reorder, seed);
+    let mut orders = plan_day(&run, args.orders, seed);
+    let plan = match &args.stripe_sim {
+        Some(_) => Vec::new(),
+        None => deliveries(&orders, args.duplicates, args.twins, args.reorder, seed),
+    };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -416,6 +429,9 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
 
     let started = Instant::now();
     let mut sent = Sent::default();
+    if let Some(sim) = &args.stripe_sim {
+        through_the_simulator(&client, args, sim, &targets, &mut orders, &mut sent).await?;
+    }
     let gap = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / f64::from(args.rate)));
     for (i, delivery) in plan.iter().enumerate() {
         let target = &targets[i % targets.len()];
@@ -550,6 +566,187 @@ pub async fn run(args: SimulateArgs) -> Result<(), ServerError> {
             verdict.wrong.len(),
             verdict.orders
         )))
+    }
+}
+
+/// Plays the day through a Stripe simulator: each order opened through a target's order API
+/// (a Checkout Session at the simulator), paid there (card, SEPA that succeeds or fails),
+/// then refunded, refunded in parts, refunded by a refund that fails, or disputed, all at the
+/// simulator, which makes the events and delivers them to every target like Stripe. Returns
+/// once the simulator has delivered (or given up on) everything.
+async fn through_the_simulator(
+    client: &reqwest::Client,
+    args: &SimulateArgs,
+    sim: &str,
+    targets: &[String],
+    orders: &mut [SimOrder],
+    sent: &mut Sent,
+) -> Result<(), ServerError> {
+    let sim = sim.trim_end_matches('/');
+    let failed = |what: &str, e: String| ServerError::Command(format!("simulator: {what}: {e}"));
+    let post = |url: String, body: Value| {
+        let client = client.clone();
+        async move {
+            let response = client
+                .post(&url)
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| failed(&url, e.to_string()))?;
+            if response.status().is_success() {
+                Ok(response.json::<Value>().await.unwrap_or(Value::Null))
+            } else {
+                Err(failed(&url, format!("HTTP {}", response.status())))
+            }
+        }
+    };
+    for target in targets {
+        post(
+            format!("{sim}/_sim/webhooks"),
+            json!({ "url": format!("{target}/webhooks/stripe"), "secret": args.secret }),
+        )
+        .await?;
+    }
+    post(
+        format!("{sim}/_sim/delivery_faults"),
+        json!({ "duplicates": args.duplicates, "twins": args.twins }),
+    )
+    .await?;
+    let refund = |payment_intent: String, amount: i64| {
+        let client = client.clone();
+        let url = format!("{sim}/v1/refunds");
+        async move {
+            let response = client
+                .post(&url)
+                .bearer_auth("sk_test_simulate")
+                .form(&[
+                    ("payment_intent", payment_intent),
+                    ("amount", amount.to_string()),
+                ])
+                .send()
+                .await
+                .map_err(|e| failed(&url, e.to_string()))?;
+            if !response.status().is_success() {
+                return Err(failed(&url, format!("HTTP {}", response.status())));
+            }
+            Ok::<Value, ServerError>(response.json().await.unwrap_or(Value::Null))
+        }
+    };
+    let counts = || async {
+        client
+            .get(format!("{sim}/_sim/deliveries"))
+            .send()
+            .await
+            .map_err(|e| failed("deliveries", e.to_string()))?
+            .json::<Value>()
+            .await
+            .map_err(|e| failed("deliveries", e.to_string()))
+    };
+    // Deliveries of earlier days (or of an outage just before) are not this day's.
+    let before = counts().await?;
+    let count = |c: &Value, field: &str| {
+        (c[field].as_u64().unwrap_or(0)).saturating_sub(before[field].as_u64().unwrap_or(0))
+            as usize
+    };
+    let gap = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / f64::from(args.rate)));
+    let started = Instant::now();
+    for (i, order) in orders.iter_mut().enumerate() {
+        let target = &targets[i % targets.len()];
+        let response = client
+            .post(format!("{target}/api/orders"))
+            .bearer_auth(&args.api_token)
+            .json(&json!({
+                "order_id": order.order_id,
+                "package": args.package,
+                "customer_email": format!("customer{}@simulate.example", i % 37),
+            }))
+            .send()
+            .await
+            .map_err(|e| failed("order API", e.to_string()))?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(ServerError::Command(
+                "the API token was refused (claimcheck tokens create)".into(),
+            ));
+        }
+        if !response.status().is_success() {
+            return Err(failed("order API", format!("HTTP {}", response.status())));
+        }
+        let created: Value = response
+            .json()
+            .await
+            .map_err(|e| failed("order API", e.to_string()))?;
+        order.credits = created["credits"].as_i64().unwrap_or(order.credits);
+        let amount = created["amount"].as_i64().unwrap_or(4900);
+        let session = created["checkout_session_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let outcome = match order.journey {
+            Journey::SepaSucceeds => "sepa_ok",
+            Journey::SepaFails => "sepa_fail",
+            _ => "card",
+        };
+        post(
+            format!("{sim}/_sim/checkout/sessions/{session}/pay"),
+            json!({ "outcome": outcome }),
+        )
+        .await?;
+        // The simulator names the payment intent after the session.
+        let intent = format!("pi_{}", session.trim_start_matches("cs_"));
+        match order.journey {
+            Journey::Card | Journey::SepaSucceeds | Journey::SepaFails => {}
+            Journey::CardRefunded => {
+                refund(intent, amount).await?;
+            }
+            Journey::RefundedInParts => {
+                let first = amount / 5;
+                let second = amount / 3;
+                for part in [first, second, amount - first - second] {
+                    refund(intent.clone(), part).await?;
+                }
+            }
+            Journey::RefundFails => {
+                let made = refund(intent, amount / 2).await?;
+                let id = made["id"].as_str().unwrap_or_default();
+                post(format!("{sim}/_sim/refunds/{id}/fail"), json!({})).await?;
+            }
+            Journey::DisputeWon | Journey::DisputeLost => {
+                let opened = post(
+                    format!("{sim}/_sim/disputes"),
+                    json!({ "payment_intent": intent, "amount": amount }),
+                )
+                .await?;
+                let id = opened["data"]["object"]["id"].as_str().unwrap_or_default();
+                let status = if order.journey == Journey::DisputeWon {
+                    "won"
+                } else {
+                    "lost"
+                };
+                post(
+                    format!("{sim}/_sim/disputes/{id}/close"),
+                    json!({ "status": status }),
+                )
+                .await?;
+            }
+        }
+        if let Some(gap) = gap {
+            let due = gap * (i as u32 + 1);
+            if let Some(left) = due.checked_sub(started.elapsed()) {
+                tokio::time::sleep(left).await;
+            }
+        }
+    }
+    // Until the simulator has delivered everything it made (or given up on it).
+    let deadline = Instant::now() + Duration::from_secs(args.settle_secs);
+    loop {
+        let now = counts().await?;
+        sent.answered = count(&now, "delivered");
+        sent.gave_up = count(&now, "gave_up");
+        sent.retried = count(&now, "attempts").saturating_sub(sent.answered + sent.gave_up);
+        if now["pending"] == 0 || Instant::now() > deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

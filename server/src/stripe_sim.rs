@@ -124,6 +124,11 @@ struct SimState {
     outage: Option<Outage>,
     /// Simulated seconds per real second (Stripe's three days of retries in a minute: 4320).
     time_scale: f64,
+    /// Shares of deliveries sent twice and of events made twice (twin Event objects).
+    duplicate_rate: f64,
+    twin_rate: f64,
+    /// A small deterministic generator (xorshift) for those shares.
+    dice: u64,
     faults: Vec<Fault>,
     latency_ms: u64,
     log: Vec<LogEntry>,
@@ -141,6 +146,16 @@ struct Charge {
 }
 
 impl SimState {
+    fn chance(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        self.dice ^= self.dice << 13;
+        self.dice ^= self.dice >> 7;
+        self.dice ^= self.dice << 17;
+        (self.dice % 10_000) as f64 / 10_000.0 < p
+    }
+
     fn next(&mut self, prefix: &str) -> String {
         self.next_id += 1;
         format!("{prefix}_sim{}{:06}", self.instance, self.next_id)
@@ -163,6 +178,14 @@ impl SimState {
         });
         self.events.push(event.clone());
         self.queue(&id);
+        if self.chance(self.twin_rate) {
+            // A second Event object for the same action: another id, the same object.
+            let mut twin = event.clone();
+            let twin_id = self.next("evt");
+            twin["id"] = json!(twin_id);
+            self.events.push(twin);
+            self.queue(&twin_id);
+        }
         event
     }
 
@@ -313,6 +336,7 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), Serv
             instance,
             endpoints,
             time_scale: options.time_scale.max(1e-3),
+            dice: now_ms().unsigned_abs() | 1,
             ..SimState::default()
         })),
         public_url,

@@ -10,6 +10,8 @@
 //!   fail for a while.
 //! - `POST /_sim/webhooks` `{"url", "secret"}` registers an endpoint whose secret the caller
 //!   chose (an endpoint configured at Stripe before Claimcheck started).
+//! - `POST /_sim/delivery_faults` `{"duplicates": 0.2, "twins": 0.1}`: shares of deliveries
+//!   sent twice and of events made twice (twin Event objects for one action).
 //! - `POST /_sim/events` records an event as if Stripe had made it (test set-ups);
 //!   `GET /_sim/deliveries` counts deliveries pending, delivered and given up.
 
@@ -61,6 +63,8 @@ pub(super) struct DeliveryState {
     pub gave_up: bool,
     /// Why the last attempt failed: an outage's mode, or the endpoint's HTTP status.
     pub last_error: Option<String>,
+    /// Deliveries still to be repeated after a success (Stripe delivers at least once).
+    pub repeats: u8,
 }
 
 /// Deliveries fail until `until` (unix ms).
@@ -80,6 +84,7 @@ pub(super) fn router() -> Router<Sim> {
         .route("/_sim/events", post(inject_event).get(all_events))
         .route("/_sim/deliveries", get(delivery_counts))
         .route("/_sim/webhooks", post(add_known_endpoint))
+        .route("/_sim/delivery_faults", post(delivery_faults))
 }
 
 impl SimState {
@@ -87,10 +92,12 @@ impl SimState {
     pub(super) fn queue(&mut self, event_id: &str) {
         let now = now_ms();
         for i in 0..self.endpoints.len() {
+            let repeats = u8::from(self.chance(self.duplicate_rate));
             self.deliveries.insert(
                 (event_id.to_owned(), i),
                 DeliveryState {
                     next_at: now,
+                    repeats,
                     ..DeliveryState::default()
                 },
             );
@@ -170,7 +177,11 @@ pub(super) async fn deliver_forever(sim: Sim) {
             if let Some(delivery) = state.deliveries.get_mut(&(id, i)) {
                 delivery.attempts += 1;
                 delivery.last_error = failure;
-                if delivered {
+                if delivered && delivery.repeats > 0 {
+                    // Delivered, and delivered again a moment later.
+                    delivery.repeats -= 1;
+                    delivery.next_at = now_ms() + 5;
+                } else if delivered {
                     delivery.delivered = true;
                 } else {
                     match retry_in.get(delivery.attempts as usize - 1) {
@@ -336,6 +347,21 @@ async fn add_endpoint(
 }
 
 #[derive(Deserialize)]
+struct DeliveryFaults {
+    #[serde(default)]
+    duplicates: f64,
+    #[serde(default)]
+    twins: f64,
+}
+
+async fn delivery_faults(State(sim): State<Sim>, Json(faults): Json<DeliveryFaults>) -> Response {
+    let mut state = sim.lock();
+    state.duplicate_rate = faults.duplicates.clamp(0.0, 1.0);
+    state.twin_rate = faults.twins.clamp(0.0, 1.0);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[derive(Deserialize)]
 struct KnownEndpoint {
     url: String,
     secret: String,
@@ -344,10 +370,15 @@ struct KnownEndpoint {
 async fn add_known_endpoint(State(sim): State<Sim>, Json(new): Json<KnownEndpoint>) -> Response {
     match SigningSecret::new(new.secret) {
         Ok(secret) => {
-            sim.lock().endpoints.push(Endpoint {
-                url: new.url,
-                secret,
-            });
+            let mut state = sim.lock();
+            // The same URL again replaces its secret: one endpoint per URL.
+            match state.endpoints.iter_mut().find(|e| e.url == new.url) {
+                Some(endpoint) => endpoint.secret = secret,
+                None => state.endpoints.push(Endpoint {
+                    url: new.url,
+                    secret,
+                }),
+            }
             StatusCode::NO_CONTENT.into_response()
         }
         Err(error) => sim_error(StatusCode::BAD_REQUEST, &error.to_string()),

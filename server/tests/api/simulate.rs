@@ -33,6 +33,8 @@ async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
         reorder: 0.3,
         run: Some("cluster".into()),
         settle_secs: 60,
+        stripe_sim: None,
+        package: "thesis-40".into(),
     };
     let verdict = run_day(&args).await.unwrap();
     assert!(verdict.exactly_once, "{:#?}", verdict.wrong);
@@ -76,6 +78,8 @@ async fn a_refused_token_is_reported_not_a_verdict() {
         reorder: 0.0,
         run: Some("refused".into()),
         settle_secs: 5,
+        stripe_sim: None,
+        package: "thesis-40".into(),
     };
     let error = run_day(&args).await.unwrap_err();
     assert!(error.to_string().contains("API token"), "{error}");
@@ -125,4 +129,79 @@ async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
     assert!(stdout.contains("exactly-once verdict: true"), "{stdout}");
     assert!(stdout.contains("to 2 target(s)"), "{stdout}");
     store.close().await;
+}
+
+/// The day played through the Stripe simulator: orders opened through the order API, paid,
+/// refunded and disputed at the simulator, every event made and delivered by it (with
+/// duplicates and twins), on two instances sharing PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
+    use claimcheck_server::stripe_sim::{SimOptions, StripeSim};
+
+    let sim = StripeSim::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        SimOptions {
+            webhooks: Vec::new(),
+            time_scale: 200_000.0,
+        },
+    )
+    .await
+    .unwrap();
+    let stripe = crate::outgoing::stripe_api(&sim);
+    let configure = |config: &mut claimcheck_server::ServeConfig| {
+        config.workers = 2;
+        config.stripe = Some(stripe.clone());
+        config.checkout_urls = Some(crate::outgoing::urls());
+        config.worker.packages = crate::outgoing::PACKAGES.parse().unwrap();
+    };
+    let first = spawn_app_with(Backend::Postgres, configure).await;
+    let (second, _stop_second) = spawn_instance(&first, configure).await;
+    let token = NewToken::generate().unwrap();
+    first
+        .store
+        .insert_token(
+            &token.token_id,
+            "simulate",
+            &token_hash(&token.token),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let args = SimulateArgs {
+        targets: vec![first.url(""), format!("http://{second}")],
+        secret: WEBHOOK_SECRET.into(),
+        api_token: token.token,
+        orders: 40,
+        rate: 0,
+        duplicates: 0.3,
+        twins: 0.2,
+        reorder: 0.0,
+        run: Some("viasim".into()),
+        settle_secs: 60,
+        stripe_sim: Some(sim.base_url()),
+        package: "thesis-40".into(),
+    };
+    let verdict = run_day(&args).await.unwrap();
+    assert!(verdict.exactly_once, "{:#?}", verdict.wrong);
+    assert_eq!(
+        first
+            .db
+            .count(
+                "SELECT COUNT(*) FROM (SELECT order_id FROM credit_ledger WHERE kind = 'unlock' \
+                 GROUP BY order_id HAVING COUNT(*) > 1) AS doubled"
+            )
+            .await,
+        0
+    );
+    // The deliveries came from the simulator: duplicates and twins among them.
+    assert!(
+        first
+            .db
+            .count(
+                "SELECT COUNT(*) FROM webhook_deliveries \
+                 WHERE outcome IN ('duplicate_event', 'duplicate_action')"
+            )
+            .await
+            > 0
+    );
 }
