@@ -912,9 +912,28 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<(), ServerError> {
         },
         ..ReconcileConfig::default()
     };
-    let report = run(&store, &api, &config, &cli_actor(), since, args.dry_run)
-        .await
-        .map_err(|e| ServerError::Command(format!("reconcile: {e}")))?;
+    let outcome = run(&store, &api, &config, &cli_actor(), since, args.dry_run).await;
+    if !args.dry_run {
+        let what = match &outcome {
+            Ok(report) => format!(
+                "{} events listed, {} claimed that Stripe never delivered",
+                report.listed, report.claimed
+            ),
+            Err(error) => format!("failed: {error}"),
+        };
+        store
+            .record_audit(
+                now_ms(),
+                &cli_actor(),
+                "reconcile",
+                "stripe-events",
+                "claimcheck reconcile",
+                &what,
+            )
+            .await
+            .map_err(args.database.error())?;
+    }
+    let report = outcome.map_err(|e| ServerError::Command(format!("reconcile: {e}")))?;
     if args.output.json {
         return print_json(&report);
     }

@@ -312,6 +312,20 @@ struct Step {
     amount: Option<i64>,
 }
 
+/// The row that takes `change` more credits (or gives them back, when negative) for one
+/// cause: `(taking, giving)` are its two kinds. Nothing when there is no change.
+fn step(
+    change: i64,
+    (taking, giving): (LedgerKind, LedgerKind),
+    amount: Option<i64>,
+) -> Option<Step> {
+    (change != 0).then(|| Step {
+        kind: if change > 0 { taking } else { giving },
+        delta: -change,
+        amount,
+    })
+}
+
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Settlement {
     steps: Vec<Step>,
@@ -345,36 +359,26 @@ fn settlement(order_id: &str, row: MoneyRow) -> Result<Settlement, StoreError> {
     };
     let withheld = facts.withheld().map_err(out_of_range(order_id))?;
     let net_refunded = facts.net_refunded();
-    let mut steps = Vec::new();
     // The ledger's sums are negative (credits taken); the targets are positive.
-    let refund_change = refund_sum
-        .checked_add(withheld.refunded)
-        .ok_or_else(|| corrupt(format!("order {order_id}: ledger out of range")))?;
-    if refund_change != 0 {
-        steps.push(Step {
-            kind: if refund_change > 0 {
-                LedgerKind::Revoke
-            } else {
-                LedgerKind::Restore
-            },
-            delta: -refund_change,
-            amount: Some(net_refunded),
-        });
-    }
-    let dispute_change = dispute_sum
-        .checked_add(withheld.disputed)
-        .ok_or_else(|| corrupt(format!("order {order_id}: ledger out of range")))?;
-    if dispute_change != 0 {
-        steps.push(Step {
-            kind: if dispute_change > 0 {
-                LedgerKind::DisputeHold
-            } else {
-                LedgerKind::DisputeRelease
-            },
-            delta: -dispute_change,
-            amount: amount.map(|a| a.saturating_sub(net_refunded).max(0)),
-        });
-    }
+    let change = |sum: i64, target: i64| {
+        sum.checked_add(target)
+            .ok_or_else(|| corrupt(format!("order {order_id}: ledger out of range")))
+    };
+    let steps = [
+        step(
+            change(refund_sum, withheld.refunded)?,
+            (LedgerKind::Revoke, LedgerKind::Restore),
+            Some(net_refunded),
+        ),
+        step(
+            change(dispute_sum, withheld.disputed)?,
+            (LedgerKind::DisputeHold, LedgerKind::DisputeRelease),
+            amount.map(|a| a.saturating_sub(net_refunded).max(0)),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Ok(Settlement {
         steps,
         status: Some(facts.paid_status()),

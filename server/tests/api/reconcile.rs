@@ -491,6 +491,8 @@ async fn admins_reconcile_from_the_dashboard_and_the_overview_tells_a_wrong_secr
     assert_eq!(preview["would_claim"], 3, "{preview}");
     let page = admin.get(app.url("/reconcile")).send().await.unwrap();
     assert_eq!(page.status(), 200);
+    // The page streams its dry run: read it whole before reconciling for real.
+    assert!(page.text().await.unwrap().contains("would be claimed now"));
     let done = admin
         .post(app.url("/dashboard/actions/reconcile"))
         .form(&[("reason", "after the firewall change")])
