@@ -26,9 +26,10 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), ServerError> {
     match cli.command {
         Command::Serve(args) => {
+            let stop = shutdown::signal();
             let app = Application::build((*args).into_config()?).await?;
             tracing::info!("serving the dashboard at http://{}", app.local_addr());
-            app.run_until(shutdown::signal()).await
+            app.run_until(stop).await
         }
         Command::Migrate(args) => claimcheck_server::cli::migrate(&args).await,
         Command::BenchIngest(args) => claimcheck_server::bench::run(args).await,
@@ -57,9 +58,10 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
                 webhooks: webhooks.into_iter().zip(webhook_secrets).collect(),
                 time_scale,
             };
+            let stop = shutdown::signal();
             let sim = claimcheck_server::stripe_sim::StripeSim::start_with(bind, options).await?;
             tracing::info!("Stripe simulator at {}", sim.base_url());
-            sim.run_until(shutdown::signal()).await
+            sim.run_until(stop).await
         }
     }
 }
