@@ -192,7 +192,7 @@ async fn run_leased(
             .or_default();
         counts.listed += 1;
         if dry_run {
-            if store.knows_event(&envelope.id, action_key.as_str()).await? {
+            if store.knows_event(&envelope).await? {
                 report.already_claimed += 1;
                 counts.already_claimed += 1;
             } else {

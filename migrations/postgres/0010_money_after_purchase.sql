@@ -18,12 +18,13 @@ SET action_key = event_type || ':' || object_id ||
          THEN ':' || COALESCE(payload::jsonb #>> '{data,object,amount_refunded}', 'full')
          ELSE '' END;
 ALTER TABLE processed_stripe_events ALTER COLUMN action_key SET NOT NULL;
+-- Unique per action. The key names its object and type, so this is the same constraint as a
+-- unique action key alone; leading with the object id, the one index also serves the events
+-- list's search by object (a claim row carries one index fewer to update).
 ALTER TABLE processed_stripe_events
-    ADD CONSTRAINT processed_stripe_events_action_key UNIQUE (action_key);
+    ADD CONSTRAINT processed_stripe_events_action UNIQUE (object_id, event_type, action_key);
 ALTER TABLE processed_stripe_events
     DROP CONSTRAINT processed_stripe_events_object_id_event_type_key;
--- The events list's search by object id (session, charge).
-CREATE INDEX processed_stripe_events_object ON processed_stripe_events (object_id, event_type);
 
 ALTER TABLE orders DROP CONSTRAINT orders_status_check;
 -- awaiting_payment | payment_failed | paid | partially_refunded | refunded | disputed |

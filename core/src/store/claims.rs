@@ -121,13 +121,18 @@ const UPSERT_ORDERS_SQLITE: &str = concat!(
 );
 
 /// Unlock entries for a batch of (order, event) pairs, for the orders that are paid.
+/// PostgreSQL writes the unlocks and, in the same round trip, names the orders just unlocked
+/// whose money moved before (see [`WITH_MONEY_FACTS`]).
 const UNLOCK_POSTGRES: &str = "\
-    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
-                               created_at) \
-    SELECT o.order_id, 'unlock', o.credits, o.customer_email, o.customer_id, u.event_id, $3 \
-    FROM UNNEST($1::text[], $2::text[]) AS u(order_id, event_id) \
-    JOIN orders o ON o.order_id = u.order_id WHERE o.status = 'paid' \
-    ON CONFLICT DO NOTHING";
+    WITH unlocked AS ( \
+      INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                                 created_at) \
+      SELECT o.order_id, 'unlock', o.credits, o.customer_email, o.customer_id, u.event_id, $3 \
+      FROM UNNEST($1::text[], $2::text[]) AS u(order_id, event_id) \
+      JOIN orders o ON o.order_id = u.order_id WHERE o.status = 'paid' \
+      ON CONFLICT DO NOTHING RETURNING order_id) \
+    SELECT orders.order_id FROM unlocked JOIN orders ON orders.order_id = unlocked.order_id \
+    WHERE ";
 
 const UNLOCK_SQLITE: &str = "\
     INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
@@ -606,18 +611,11 @@ impl Store {
                     .await?;
                 if !unlocks.is_empty() {
                     let (orders, events): (Vec<&str>, Vec<&str>) = unlocks.iter().copied().unzip();
-                    sqlx::query(UNLOCK_POSTGRES)
+                    let sql = format!("{UNLOCK_POSTGRES}{WITH_MONEY_FACTS}");
+                    let moved: Vec<String> = sqlx::query_scalar(&sql)
                         .bind(&orders)
                         .bind(events)
                         .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    let sql = format!(
-                        "SELECT order_id FROM orders WHERE order_id = ANY($1::text[]) \
-                         AND ({WITH_MONEY_FACTS})"
-                    );
-                    let moved: Vec<String> = sqlx::query_scalar(&sql)
-                        .bind(&orders)
                         .fetch_all(&mut *tx)
                         .await?;
                     settle_moved(&mut tx, &unlocks, &moved, now).await?;

@@ -127,7 +127,8 @@ const COUNT_REPEAT: &str = "\
     UPDATE processed_stripe_events SET deliveries = deliveries + 1 \
     WHERE event_id = $1 RETURNING deliveries";
 
-const FIND_ACTION: &str = "SELECT event_id FROM processed_stripe_events WHERE action_key = $1";
+const FIND_ACTION: &str = "SELECT event_id FROM processed_stripe_events \
+    WHERE object_id = $2 AND event_type = $3 AND action_key = $1";
 
 const COUNT_DELIVERIES: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE event_id = $1";
 
@@ -207,6 +208,8 @@ macro_rules! apply_write {
                 } else {
                     let original: String = sqlx::query_scalar(FIND_ACTION)
                         .bind(action_key.as_str())
+                        .bind(object_id.as_str())
+                        .bind(envelope.event_type.as_str())
                         .fetch_optional(&mut *$tx)
                         .await?
                         .ok_or_else(|| {

@@ -4,8 +4,8 @@ use serde::Serialize;
 
 use super::{BeginWrite, Store};
 use crate::error::StoreError;
-use crate::ids::EventId;
 use crate::reconcile::ReconcileReport;
+use crate::webhook::Envelope;
 
 /// One recorded run, as the overview and `claimcheck reconcile` show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -40,7 +40,8 @@ const RECORD_RUN: &str = "\
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 const KNOWS: &str = "\
-    SELECT COUNT(*) FROM processed_stripe_events WHERE event_id = $1 OR action_key = $2";
+    SELECT COUNT(*) FROM processed_stripe_events \
+    WHERE event_id = $1 OR (object_id = $3 AND event_type = $4 AND action_key = $2)";
 
 const RUN_COLUMNS: &str = "started_at, finished_at, since, actor, dry_run, listed, \
     already_claimed, claimed, error";
@@ -114,13 +115,17 @@ impl Store {
     }
 
     /// Whether an event, or a twin of its action, is claimed already.
-    pub async fn knows_event(
-        &self,
-        event_id: &EventId,
-        action_key: &str,
-    ) -> Result<bool, StoreError> {
+    pub async fn knows_event(&self, envelope: &Envelope) -> Result<bool, StoreError> {
+        let (Some(object_id), Some(action_key)) = (&envelope.object_id, &envelope.action_key)
+        else {
+            return Ok(false);
+        };
         let n: i64 = on_pool!(self, pool => {
-            sqlx::query_scalar(KNOWS).bind(event_id.as_str()).bind(action_key)
+            sqlx::query_scalar(KNOWS)
+                .bind(envelope.id.as_str())
+                .bind(action_key.as_str())
+                .bind(object_id.as_str())
+                .bind(envelope.event_type.as_str())
                 .fetch_one(pool).await
         })?;
         Ok(n > 0)
