@@ -1,26 +1,24 @@
 -- Money after the purchase: partial and several refunds per charge, failed refunds, disputes.
 --
--- * A claim's twin key becomes `action_key`, a per-type function of the event (see the
---   engine's webhook::envelope): `(object id, event type)` named one action only for types
---   that happen once per object; `charge.refunded` recurs on one charge, once per refund.
+-- * A claim's twin key becomes (object id, event type, action_key), a per-type function of
+--   the event (see the engine's webhook::envelope): `(object id, event type)` named one
+--   action only for types that happen once per object; `charge.refunded` recurs on one
+--   charge, once per refund, and its action_key is the cumulative amount_refunded.
 -- * The ledger keeps one row per (order, kind, step): an unlock, then revoke / restore /
 --   dispute steps, each naming the event or Idempotency-Key behind it.
 -- * Orders remember what their money says: the largest cumulative refunded amount seen and
 --   the dispute; failed refunds are kept one row per refund.
 
--- What names the action the event describes, so that twin Event objects for one action are
--- claimed once: `<type>:<object id>`, and for charge.refunded
--- `<type>:<charge id>:<amount_refunded>` (each refund raises the cumulative amount).
+-- What tells two actions of one type on one object apart ('' for types that happen once per
+-- object; charge.refunded: the cumulative amount_refunded, which each refund raises).
 ALTER TABLE processed_stripe_events ADD COLUMN action_key TEXT;
 UPDATE processed_stripe_events
-SET action_key = event_type || ':' || object_id ||
-    CASE WHEN event_type = 'charge.refunded'
-         THEN ':' || COALESCE(payload::jsonb #>> '{data,object,amount_refunded}', 'full')
-         ELSE '' END;
+SET action_key = CASE WHEN event_type = 'charge.refunded'
+              THEN COALESCE(CAST(payload::jsonb #>> '{data,object,amount_refunded}' AS TEXT), 'full')
+              ELSE '' END;
 ALTER TABLE processed_stripe_events ALTER COLUMN action_key SET NOT NULL;
--- Unique per action. The key names its object and type, so this is the same constraint as a
--- unique action key alone; leading with the object id, the one index also serves the events
--- list's search by object (a claim row carries one index fewer to update).
+-- Unique per action: twin Event objects for one action are claimed once. Leading with the
+-- object id, the one index also serves the events list's search by object.
 ALTER TABLE processed_stripe_events
     ADD CONSTRAINT processed_stripe_events_action UNIQUE (object_id, event_type, action_key);
 ALTER TABLE processed_stripe_events

@@ -1,8 +1,9 @@
 -- Money after the purchase: partial and several refunds per charge, failed refunds, disputes.
 --
--- * A claim's twin key becomes `action_key`, a per-type function of the event (see the
---   engine's webhook::envelope): `(object id, event type)` named one action only for types
---   that happen once per object; `charge.refunded` recurs on one charge, once per refund.
+-- * A claim's twin key becomes (object id, event type, action_key), a per-type function of
+--   the event (see the engine's webhook::envelope): `(object id, event type)` named one
+--   action only for types that happen once per object; `charge.refunded` recurs on one
+--   charge, once per refund, and its action_key is the cumulative amount_refunded.
 -- * The ledger keeps one row per (order, kind, step): an unlock, then revoke / restore /
 --   dispute steps, each naming the event or Idempotency-Key behind it.
 -- * Orders remember what their money says: the largest cumulative refunded amount seen and
@@ -19,9 +20,8 @@ CREATE TABLE processed_stripe_events_v10 (
     event_id          TEXT    PRIMARY KEY NOT NULL,
     event_type        TEXT    NOT NULL,
     object_id         TEXT    NOT NULL,
-    -- What names the action the event describes, so that twin Event objects for one action
-    -- are claimed once: `<type>:<object id>`, and for charge.refunded
-    -- `<type>:<charge id>:<amount_refunded>` (each refund raises the cumulative amount).
+    -- What tells two actions of one type on one object apart ('' for types that happen once
+    -- per object; charge.refunded: the cumulative amount_refunded, which each refund raises).
     action_key        TEXT    NOT NULL,
     status            TEXT    NOT NULL DEFAULT 'processing'
                               CHECK (status IN ('processing', 'processed', 'failed')),
@@ -36,9 +36,8 @@ CREATE TABLE processed_stripe_events_v10 (
     deliveries        BIGINT  NOT NULL DEFAULT 1,
     processed_at      BIGINT,
     payload           TEXT    NOT NULL,
-    -- Unique per action. The key names its object and type, so this is the same constraint
-    -- as a unique action key alone; leading with the object id, the one index also serves
-    -- the events list's search by object (a claim row carries one index fewer to update).
+    -- Unique per action: twin Event objects for one action are claimed once. Leading with
+    -- the object id, the one index also serves the events list's search by object.
     UNIQUE (object_id, event_type, action_key)
 );
 INSERT INTO processed_stripe_events_v10
@@ -46,9 +45,8 @@ INSERT INTO processed_stripe_events_v10
      attempts, next_attempt_at, last_error, stripe_created, livemode, received_at, deliveries,
      processed_at, payload)
 SELECT event_id, event_type, object_id,
-       event_type || ':' || object_id ||
-         CASE WHEN event_type = 'charge.refunded'
-              THEN ':' || COALESCE(json_extract(payload, '$.data.object.amount_refunded'), 'full')
+       CASE WHEN event_type = 'charge.refunded'
+              THEN COALESCE(CAST(json_extract(payload, '$.data.object.amount_refunded') AS TEXT), 'full')
               ELSE '' END,
        status, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error,
        stripe_created, livemode, received_at, deliveries, processed_at, payload

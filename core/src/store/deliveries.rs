@@ -188,7 +188,7 @@ macro_rules! apply_write {
                     .bind(envelope.created)
                     .bind(envelope.livemode)
                     .bind(payload.as_str())
-                    .bind(action_key.as_str())
+                    .bind(action_key.step())
                     .bind(source.as_str())
                     .execute(&mut *$tx)
                     .await?
@@ -207,7 +207,7 @@ macro_rules! apply_write {
                     ClaimOutcome::DuplicateEvent
                 } else {
                     let original: String = sqlx::query_scalar(FIND_ACTION)
-                        .bind(action_key.as_str())
+                        .bind(action_key.step())
                         .bind(object_id.as_str())
                         .bind(envelope.event_type.as_str())
                         .fetch_optional(&mut *$tx)
@@ -330,7 +330,7 @@ async fn bulk_apply_postgres(
             source,
         } = op
         {
-            columns.7.push(action_key.as_str());
+            columns.7.push(action_key.step());
             columns.8.push(source.as_str());
             columns.0.push(envelope.id.as_str());
             columns.1.push(envelope.event_type.as_str());

@@ -123,7 +123,7 @@ impl Store {
         let n: i64 = on_pool!(self, pool => {
             sqlx::query_scalar(KNOWS)
                 .bind(envelope.id.as_str())
-                .bind(action_key.as_str())
+                .bind(action_key.step())
                 .bind(object_id.as_str())
                 .bind(envelope.event_type.as_str())
                 .fetch_one(pool).await

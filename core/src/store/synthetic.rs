@@ -11,7 +11,7 @@ const CLAIMS_POSTGRES: &str = "\
     INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, status, \
         attempts, next_attempt_at, stripe_created, livemode, received_at, processed_at, payload) \
     SELECT 'evt_syn_' || i, 'checkout.session.completed', 'cs_syn_' || i, \
-        'checkout.session.completed:cs_syn_' || i, \
+        '', \
         CASE WHEN i % 1000 = 0 THEN 'failed' ELSE 'processed' END, 1, 0, 0, FALSE, \
         $2 + i * 10, $2 + i * 10 + 5, '{}' \
     FROM generate_series($3::bigint, $1::bigint) AS s(i) ON CONFLICT DO NOTHING";
@@ -29,7 +29,7 @@ const CLAIMS_SQLITE: &str = "\
     INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, status, \
         attempts, next_attempt_at, stripe_created, livemode, received_at, processed_at, payload) \
     SELECT 'evt_syn_' || i, 'checkout.session.completed', 'cs_syn_' || i, \
-        'checkout.session.completed:cs_syn_' || i, \
+        '', \
         CASE WHEN i % 1000 = 0 THEN 'failed' ELSE 'processed' END, 1, 0, 0, FALSE, \
         $2 + i * 10, $2 + i * 10 + 5, '{}' \
     FROM s WHERE true ON CONFLICT DO NOTHING";

@@ -26,17 +26,28 @@ pub const ACTING_TYPES: [&str; 7] = [
 /// | `refund.failed` | `<type>:<refund id>` | a refund fails once |
 /// | `charge.dispute.*` | `<type>:<dispute id>` | once per dispute |
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ActionKey(String);
+pub struct ActionKey {
+    full: String,
+    step: String,
+}
 
 impl ActionKey {
+    /// The whole key, `<type>:<object id>[:<step>]`.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.full
+    }
+
+    /// What tells two actions of one type on one object apart: empty for types that happen
+    /// once per object, the cumulative `amount_refunded` for `charge.refunded`. With the type
+    /// and the object id (stored beside it) it is the whole key.
+    pub fn step(&self) -> &str {
+        &self.step
     }
 }
 
 impl std::fmt::Display for ActionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.full)
     }
 }
 
@@ -53,11 +64,16 @@ fn action_key(
                     field: "data.object.amount_refunded",
                 }
             })?;
-            format!("{event_type}:{object_id}:{amount}")
+            amount.to_string()
         }
-        _ => format!("{event_type}:{object_id}"),
+        _ => String::new(),
     };
-    Ok(ActionKey(key))
+    let full = if key.is_empty() {
+        format!("{event_type}:{object_id}")
+    } else {
+        format!("{event_type}:{object_id}:{key}")
+    };
+    Ok(ActionKey { full, step: key })
 }
 
 /// A parsed Stripe Event envelope.
