@@ -132,7 +132,7 @@ impl TotpSecret {
             .and_then(|step| i64::try_from(step).ok())
     }
 
-    /// The code for `now_secs` (tests, and the CLI's own check).
+    /// The code an authenticator app shows at `now_secs`.
     pub fn code_at(&self, now_secs: i64) -> Result<String, BadSecret> {
         let now = u64::try_from(now_secs).map_err(|e| BadSecret(e.to_string()))?;
         Ok(self.totp("")?.generate(now).to_string())

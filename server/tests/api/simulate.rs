@@ -7,13 +7,10 @@ use claimcheck_server::simulate::{SimulateArgs, run_day};
 
 use crate::helpers::{Backend, WEBHOOK_SECRET, spawn_app_with, spawn_instance};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
-    let first = spawn_app_with(Backend::Postgres, |config| config.workers = 2).await;
-    let (second, _stop_second) = spawn_instance(&first, |config| config.workers = 2).await;
+/// A fresh API token of `app` (what `claimcheck tokens create` prints).
+async fn api_token(app: &crate::helpers::TestApp) -> String {
     let token = NewToken::generate().unwrap();
-    first
-        .store
+    app.store
         .insert_token(
             &token.token_id,
             "simulate",
@@ -22,10 +19,18 @@ async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
         )
         .await
         .unwrap();
+    token.token
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
+    let first = spawn_app_with(Backend::Postgres, |config| config.workers = 2).await;
+    let (second, _stop_second) = spawn_instance(&first, |config| config.workers = 2).await;
+    let token = api_token(&first).await;
     let args = SimulateArgs {
         targets: vec![first.url(""), format!("http://{second}")],
         secret: WEBHOOK_SECRET.into(),
-        api_token: token.token,
+        api_token: token,
         orders: 80,
         rate: 0,
         duplicates: 0.3,
@@ -156,21 +161,11 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
     };
     let first = spawn_app_with(Backend::Postgres, configure).await;
     let (second, _stop_second) = spawn_instance(&first, configure).await;
-    let token = NewToken::generate().unwrap();
-    first
-        .store
-        .insert_token(
-            &token.token_id,
-            "simulate",
-            &token_hash(&token.token),
-            now_ms(),
-        )
-        .await
-        .unwrap();
+    let token = api_token(&first).await;
     let args = SimulateArgs {
         targets: vec![first.url(""), format!("http://{second}")],
         secret: WEBHOOK_SECRET.into(),
-        api_token: token.token,
+        api_token: token,
         orders: 40,
         rate: 0,
         duplicates: 0.3,

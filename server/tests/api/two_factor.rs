@@ -42,14 +42,7 @@ async fn enrol(app: &TestApp, client: &reqwest::Client, username: &str) -> Vec<S
         .await
         .unwrap();
     assert_eq!(location(&begun), "/account/2fa");
-    let page = client
-        .get(app.url("/account/2fa"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = account_page(app, client).await;
     let secret = secret_of(app, username).await;
     assert!(
         page.contains(secret.as_base32()),
@@ -75,27 +68,19 @@ async fn enrol(app: &TestApp, client: &reqwest::Client, username: &str) -> Vec<S
         "{}",
         location(&confirmed)
     );
-    let page = client
-        .get(app.url("/account/2fa"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = account_page(app, client).await;
     let codes = recovery_codes_in(&page);
     assert_eq!(codes.len(), 10, "{page}");
     // Shown once.
-    let again = client
-        .get(app.url("/account/2fa"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let again = account_page(app, client).await;
     assert!(recovery_codes_in(&again).is_empty());
     codes
+}
+
+/// The enrolment page as `client` sees it.
+async fn account_page(app: &TestApp, client: &reqwest::Client) -> String {
+    let response = client.get(app.url("/account/2fa")).send().await.unwrap();
+    response.text().await.unwrap()
 }
 
 /// `xxxxx-xxxxx` codes in a page.
