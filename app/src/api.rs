@@ -1,10 +1,13 @@
 //! Data the dashboard pages show, and the server functions that fetch it.
 //!
-//! Types here cross the wire between server and browser, so they are plain serde structs;
-//! the engine's own types stay on the server. Every server function checks the session and
+//! Types here cross the wire between server and browser, so they are plain serde structs
+//! in the engine's vocabulary (claim states, roles), which compiles for the browser too; the
+//! engine's storage stays on the server. Every server function checks the session and
 //! the role on the server before it reads anything (`require`). Mutations are form posts to
 //! `/dashboard/actions/…` (see the server crate), so they work without WASM.
 
+use claimcheck_core::ClaimState;
+use claimcheck_core::auth::Role;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -12,17 +15,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Me {
     pub username: String,
-    /// viewer | support | admin
-    pub role: String,
+    pub role: Role,
 }
 
 impl Me {
     pub fn can_redrive(&self) -> bool {
-        self.role == "support" || self.role == "admin"
+        self.role.can_redrive()
     }
 
     pub fn is_admin(&self) -> bool {
-        self.role == "admin"
+        self.role.can_administer()
     }
 }
 
@@ -136,7 +138,7 @@ pub struct AckLatency(pub std::sync::Arc<dyn Fn(f64) -> Option<(f64, u64)> + Sen
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateCount {
-    pub state: String,
+    pub state: ClaimState,
     pub count: i64,
 }
 
@@ -146,7 +148,7 @@ pub struct ClaimRow {
     pub event_id: String,
     pub event_type: String,
     pub object_id: String,
-    pub status: String,
+    pub status: ClaimState,
     pub attempts: i64,
     pub last_error: Option<String>,
     pub received_at: String,
@@ -258,7 +260,7 @@ pub struct AuditRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorRow {
     pub username: String,
-    pub role: String,
+    pub role: Role,
     pub created_at: String,
     pub disabled: bool,
 }
@@ -433,16 +435,13 @@ mod server {
     }
 }
 
-#[cfg(feature = "ssr")]
-use claimcheck_core::auth::Role;
-
 /// Who is signed in.
 #[server(prefix = "/dashboard/fn", endpoint = "me")]
 pub async fn get_me() -> Result<Me, ServerFnError> {
     let (_, operator) = server::require(Role::Viewer).await?;
     Ok(Me {
         username: operator.username,
-        role: operator.role.as_str().to_owned(),
+        role: operator.role,
     })
 }
 
@@ -563,7 +562,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
             .as_ref()
             .map(|h| (h.bad_signatures_in_a_row)())
             .unwrap_or(0),
-        can_reconcile: operator.role == Role::Admin
+        can_reconcile: operator.role.can_administer()
             && health.as_ref().is_some_and(|h| h.stripe.is_some()),
         backend: store.backend().as_str().to_owned(),
         checked_at: chrono::DateTime::from_timestamp_millis(now)
@@ -572,7 +571,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         claims: ClaimState::ALL
             .into_iter()
             .map(|state| StateCount {
-                state: state.as_str().to_owned(),
+                state,
                 count: counts.get(state),
             })
             .collect(),
@@ -743,7 +742,7 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
             what: "processed".into(),
         });
     }
-    let redrivable = matches!(claim.status.as_str(), "pending" | "stale" | "failed");
+    let redrivable = claim.status.is_redrivable();
     Ok(EventDetail {
         claim: server::claim_row(claim),
         payload: pretty,
@@ -823,7 +822,7 @@ pub async fn list_operators() -> Result<Vec<OperatorRow>, ServerFnError> {
         .into_iter()
         .map(|o| OperatorRow {
             username: o.username,
-            role: o.role.as_str().to_owned(),
+            role: o.role,
             created_at: server::time(o.created_at),
             disabled: o.disabled_at.is_some(),
         })

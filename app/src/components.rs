@@ -1,5 +1,6 @@
 //! Small pieces shared by the pages.
 
+use claimcheck_core::ClaimState;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
@@ -36,9 +37,9 @@ pub fn ActionNotices() -> impl IntoView {
 
 /// A claim state as a coloured label.
 #[component]
-pub fn StateBadge(state: String) -> impl IntoView {
+pub fn StateBadge(state: ClaimState) -> impl IntoView {
     let class = format!("badge state-{state}");
-    view! { <span class=class>{state}</span> }
+    view! { <span class=class>{state.as_str()}</span> }
 }
 
 /// Shows `resource`'s value with `view`, its error as a notice, and a line while loading.

@@ -135,7 +135,7 @@ fn TopBar() -> impl IntoView {
                                     .map(|me| {
                                         view! {
                                             <span data-testid="signed-in-as">
-                                                {me.username} " (" {me.role} ")"
+                                                {me.username} " (" {me.role.as_str()} ")"
                                             </span>
                                         }
                                     })

@@ -1,12 +1,16 @@
-//! Operators of the dashboard: roles, and argon2id password hashes.
+//! Operators of the dashboard: roles (shared with the browser), and argon2id password hashes
+//! (with the storage).
+
+#[cfg(feature = "store")]
+mod password;
 
 use std::fmt;
 use std::str::FromStr;
 
-use argon2::password_hash::rand_core::OsRng;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
 use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "store")]
+pub use password::{MIN_PASSWORD_CHARS, PasswordError, hash_password, verify_password};
 
 /// What an operator may do. Ordered: each role can do what the ones before it can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -21,6 +25,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, least to most.
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Support, Role::Admin];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Viewer => "viewer",
@@ -29,9 +36,20 @@ impl Role {
         }
     }
 
-    /// Whether this role may do what `needed` may.
+    /// Whether this role may do what `needed` may. The one place the role order is
+    /// decided: the dashboard's actions, its pages and the server functions all ask here.
     pub fn allows(self, needed: Role) -> bool {
         self >= needed
+    }
+
+    /// May re-drive stuck claims.
+    pub fn can_redrive(self) -> bool {
+        self.allows(Role::Support)
+    }
+
+    /// May refund orders, reconcile and manage operators.
+    pub fn can_administer(self) -> bool {
+        self.allows(Role::Admin)
     }
 }
 
@@ -45,12 +63,10 @@ impl FromStr for Role {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "viewer" => Ok(Role::Viewer),
-            "support" => Ok(Role::Support),
-            "admin" => Ok(Role::Admin),
-            other => Err(format!("unknown role '{other}' (viewer, support or admin)")),
-        }
+        Role::ALL
+            .into_iter()
+            .find(|role| role.as_str() == s)
+            .ok_or_else(|| format!("unknown role '{s}' (viewer, support or admin)"))
     }
 }
 
@@ -61,81 +77,9 @@ pub struct SignedIn {
     pub role: Role,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PasswordError {
-    #[error("a password needs at least {min} characters")]
-    TooShort { min: usize },
-    #[error("cannot hash the password: {0}")]
-    Hash(String),
-}
-
-pub const MIN_PASSWORD_CHARS: usize = 12;
-
-/// argon2id with OWASP's recommended minimum: 19 MiB of memory, 2 passes, 1 lane.
-fn hasher() -> Argon2<'static> {
-    let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
-}
-
-/// A PHC string (`$argon2id$v=19$m=19456,t=2,p=1$…`) for a new password. CPU-heavy: call it
-/// off the async runtime's threads.
-pub fn hash_password(password: &str) -> Result<String, PasswordError> {
-    if password.chars().count() < MIN_PASSWORD_CHARS {
-        return Err(PasswordError::TooShort {
-            min: MIN_PASSWORD_CHARS,
-        });
-    }
-    let salt = SaltString::generate(&mut OsRng);
-    hasher()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|e| PasswordError::Hash(e.to_string()))
-}
-
-/// A hash nobody's password matches, checked for unknown usernames so that they take as long
-/// as a wrong password.
-const DECOY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$\
-    m3OV3ciB0kexLHEoySvP5YSrvF3sRKeLq/lVkpb8J4g";
-
-/// Whether `password` matches `hash` (`None`: no such user; the decoy is checked instead, so
-/// both take the same time). CPU-heavy, like [`hash_password`].
-pub fn verify_password(password: &str, hash: Option<&str>) -> bool {
-    let candidate = hash.unwrap_or(DECOY_HASH);
-    let matches = PasswordHash::new(candidate)
-        .map(|parsed| {
-            hasher()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        })
-        .unwrap_or(false);
-    matches && hash.is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hashes_are_argon2id_with_owasp_parameters_and_verify() {
-        let hash = hash_password("correct horse battery").unwrap();
-        assert!(
-            hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
-            "{hash}"
-        );
-        assert!(verify_password("correct horse battery", Some(&hash)));
-        assert!(!verify_password("wrong horse battery", Some(&hash)));
-        assert!(!verify_password("correct horse battery", None));
-        assert_ne!(hash, hash_password("correct horse battery").unwrap());
-        assert!(matches!(
-            hash_password("short"),
-            Err(PasswordError::TooShort { .. })
-        ));
-    }
-
-    #[test]
-    fn the_decoy_parses_so_unknown_users_cost_a_full_check() {
-        assert!(PasswordHash::new(DECOY_HASH).is_ok());
-    }
 
     #[test]
     fn roles_are_ordered() {

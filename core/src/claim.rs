@@ -13,8 +13,11 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 /// A claim's state as derived from its status and lease at a given instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ClaimState {
     /// Claimed, waiting for a worker (no lease).
     Pending,
@@ -45,6 +48,25 @@ impl ClaimState {
             ClaimState::Processed => "processed",
             ClaimState::Failed => "failed",
         }
+    }
+
+    /// Whether an operator may re-drive a claim in this state: it waits (pending), its
+    /// worker died (stale) or it gave up (failed). A running claim belongs to its worker and
+    /// a processed one is done. The store's compare-and-set (`TAKE_FOR_REDRIVE`) is this
+    /// rule in SQL; a store test holds the two together state by state.
+    pub fn is_redrivable(self) -> bool {
+        matches!(
+            self,
+            ClaimState::Pending | ClaimState::Stale | ClaimState::Failed
+        )
+    }
+}
+
+impl TryFrom<String> for ClaimState {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
     }
 }
 
@@ -86,6 +108,7 @@ impl ClaimCounts {
         }
     }
 
+    #[cfg(feature = "store")]
     pub(crate) fn add(&mut self, state: ClaimState, n: i64) {
         let slot = match state {
             ClaimState::Pending => &mut self.pending,
@@ -112,6 +135,26 @@ mod tests {
             assert_eq!(state.as_str().parse::<ClaimState>(), Ok(state));
         }
         assert!("processing".parse::<ClaimState>().is_err());
+    }
+
+    #[test]
+    fn only_waiting_stale_and_failed_claims_are_redrivable() {
+        let redrivable: Vec<_> = ClaimState::ALL
+            .into_iter()
+            .filter(|s| s.is_redrivable())
+            .collect();
+        assert_eq!(
+            redrivable,
+            [ClaimState::Pending, ClaimState::Stale, ClaimState::Failed]
+        );
+    }
+
+    #[test]
+    fn states_serialize_as_their_names() {
+        assert_eq!(
+            serde_json::to_string(&ClaimState::Stale).unwrap(),
+            "\"stale\""
+        );
     }
 
     #[test]

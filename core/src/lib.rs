@@ -1,34 +1,59 @@
 //! The Claimcheck engine: storage for claims on Stripe events and the queries the dashboard
 //! and CLI need. Nothing here knows about HTTP frameworks or the UI.
+//!
+//! The vocabulary (claim states, roles, ids, money) compiles everywhere, the browser
+//! included; everything that touches the database, the network or the clock is behind the
+//! default `store` feature.
 #![forbid(unsafe_code)]
 
 pub mod auth;
 mod claim;
-mod clock;
-mod database_url;
-mod error;
-mod failpoint;
-pub mod fulfilment;
 mod ids;
 pub mod money;
+
+#[cfg(feature = "store")]
+mod clock;
+#[cfg(feature = "store")]
+mod database_url;
+#[cfg(feature = "store")]
+mod error;
+#[cfg(feature = "store")]
+mod failpoint;
+#[cfg(feature = "store")]
+pub mod fulfilment;
+#[cfg(feature = "store")]
+pub mod ops;
+#[cfg(feature = "store")]
 pub mod payments;
+#[cfg(feature = "store")]
 pub mod reconcile;
+#[cfg(feature = "store")]
 mod store;
+#[cfg(feature = "store")]
 pub mod stripe;
+#[cfg(feature = "store")]
 pub mod token;
+#[cfg(feature = "store")]
 pub mod two_factor;
+#[cfg(feature = "store")]
 pub mod webhook;
+#[cfg(feature = "store")]
 pub mod worker;
 
 pub use claim::{ClaimCounts, ClaimState};
-pub use clock::now_ms;
-pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
-pub use error::StoreError;
 pub use ids::{EventId, IdError, ObjectId, OrderId};
+
+#[cfg(feature = "store")]
+pub use clock::now_ms;
+#[cfg(feature = "store")]
+pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
+#[cfg(feature = "store")]
+pub use error::StoreError;
+#[cfg(feature = "store")]
 pub use store::{
     AuditEntry, BatchWriter, ClaimOutcome, ClaimSource, ClaimView, CustomerView,
     DELIVERIES_KEPT_PER_EVENT, DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView,
     MigrationStatus, NewOrder, OperatorCredentials, OperatorView, OrderCreation, OrderView,
-    ReconcileRunView, RequestOutcome, RequestStatus, SYNTHETIC_CUSTOMERS, Store, StoreOptions,
-    StripeRequestView, TokenView, WriteOp, WriteResult,
+    ReconcileRunView, RequestOutcome, RequestStatus, Store, StoreOptions, StripeRequestView,
+    TokenView, WriteOp, WriteResult,
 };

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use crate::claim::ClaimState;
 use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::{Packages, Plan, plan};
@@ -327,7 +328,9 @@ impl Worker {
             }
             None => Err(match self.store.claim(event_id, now_ms()).await? {
                 None => RedriveRefused::NotFound(event_id.to_string()),
-                Some(claim) if claim.status == "processed" => RedriveRefused::AlreadyProcessed,
+                Some(claim) if claim.status == ClaimState::Processed => {
+                    RedriveRefused::AlreadyProcessed
+                }
                 Some(claim) => RedriveRefused::Running {
                     owner: claim.lease_owner.unwrap_or_default(),
                 },

@@ -1,6 +1,7 @@
 //! Claims that need attention: pending, running, stale and failed, with age, attempts and
 //! the last error.
 
+use claimcheck_core::ClaimState;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -9,7 +10,13 @@ use crate::api::{EventsPage as Page, list_events};
 use crate::components::{ActionNotices, Loaded};
 use crate::pages::events::ClaimTable;
 
-const STATES: [&str; 4] = ["stale", "failed", "pending", "running"];
+/// The states a claim waits in, the ones that need an operator first.
+const STATES: [ClaimState; 4] = [
+    ClaimState::Stale,
+    ClaimState::Failed,
+    ClaimState::Pending,
+    ClaimState::Running,
+];
 
 #[component]
 pub fn ClaimsPage() -> impl IntoView {
@@ -18,12 +25,13 @@ pub fn ClaimsPage() -> impl IntoView {
         query
             .read()
             .get("status")
-            .filter(|s| STATES.contains(&s.as_str()))
-            .unwrap_or_else(|| "stale".into())
+            .and_then(|s| s.parse::<ClaimState>().ok())
+            .filter(|s| STATES.contains(s))
+            .unwrap_or(ClaimState::Stale)
     };
     let claims = Resource::new(state, |state| {
         list_events(
-            state,
+            state.as_str().to_owned(),
             String::new(),
             String::new(),
             String::new(),
@@ -42,7 +50,7 @@ pub fn ClaimsPage() -> impl IntoView {
                     .map(|s| {
                         let href = format!("/claims?status={s}");
                         let current = move || (state() == *s).then_some("page");
-                        view! { <a href=href aria-current=current>{*s}</a> }
+                        view! { <a href=href aria-current=current>{s.as_str()}</a> }
                     })
                     .collect_view()}
             </nav>

@@ -1,6 +1,7 @@
 //! Events: the list (filters, search, keyset pages), one event in detail, and the re-drive
 //! confirmation.
 
+use claimcheck_core::ClaimState;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
@@ -105,8 +106,8 @@ pub fn EventsPage() -> impl IntoView {
                 <label>
                     "State"
                     <select name="status">
-                        {["", "pending", "running", "stale", "processed", "failed"]
-                            .into_iter()
+                        {std::iter::once("")
+                            .chain(ClaimState::ALL.map(ClaimState::as_str))
                             .map(|s| {
                                 let selected = move || field("status")() == s;
                                 view! {
@@ -265,7 +266,7 @@ pub fn RedrivePage() -> impl IntoView {
                     .then(|| {
                         view! {
                             <p class="notice notice-error" role="alert">
-                                "Re-driving needs the support or admin role; you are " {me.role} "."
+                                "Re-driving needs the support or admin role; you are " {me.role.as_str()} "."
                             </p>
                         }
                     })
@@ -306,7 +307,7 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             <dt>"Type"</dt>
             <dd>{claim.event_type}</dd>
             <dt>"State"</dt>
-            <dd><StateBadge state=claim.status.clone()/></dd>
+            <dd><StateBadge state=claim.status/></dd>
             <dt>"Order"</dt>
             <dd class="mono">
                 {match (&order, &detail.order_id) {
@@ -341,7 +342,7 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
                 .into_any()
         } else {
             view! {
-                <p class="notice">"This claim is " {claim.status} ": there is nothing to re-drive."</p>
+                <p class="notice">"This claim is " {claim.status.as_str()} ": there is nothing to re-drive."</p>
             }
                 .into_any()
         }}

@@ -1,5 +1,6 @@
 //! Operators (admins): who may sign in, with which role.
 
+use claimcheck_core::auth::Role;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -21,9 +22,18 @@ pub fn OperatorsPage() -> impl IntoView {
                 <input id="new-username" name="username" required autocomplete="off"/>
                 <label for="new-role">"Role"</label>
                 <select id="new-role" name="role">
-                    <option value="viewer">"viewer: reads everything"</option>
-                    <option value="support">"support: also re-drives claims"</option>
-                    <option value="admin">"admin: also refunds and manages operators"</option>
+                    {Role::ALL
+                        .map(|role| {
+                            let what = match role {
+                                Role::Viewer => "reads everything",
+                                Role::Support => "also re-drives claims",
+                                Role::Admin => "also refunds and manages operators",
+                            };
+                            view! {
+                                <option value=role.as_str()>{format!("{role}: {what}")}</option>
+                            }
+                        })
+                        .collect_view()}
                 </select>
                 <label for="new-password">"Password (at least 12 characters)"</label>
                 <input id="new-password" name="password" type="password" required autocomplete="new-password"/>
@@ -54,7 +64,7 @@ fn operator_table(rows: Vec<OperatorRow>) -> impl IntoView {
                             view! {
                                 <tr>
                                     <td>{o.username.clone()}</td>
-                                    <td>{o.role}</td>
+                                    <td>{o.role.as_str()}</td>
                                     <td>{o.created_at}</td>
                                     <td>{if o.disabled { "disabled" } else { "active" }}</td>
                                     <td class="actions">

@@ -235,7 +235,7 @@ pub fn RefundPage() -> impl IntoView {
                     .then(|| {
                         view! {
                             <p class="notice notice-error" role="alert">
-                                "Refunds need the admin role; you are " {me.role} "."
+                                "Refunds need the admin role; you are " {me.role.as_str()} "."
                             </p>
                         }
                     })

@@ -1,5 +1,6 @@
 //! The overview: how many claims are in each state, at a glance.
 
+use claimcheck_core::ClaimState;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -50,8 +51,8 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
         .map(|c| {
             let state = c.state;
             let class = format!("card state-{state}");
-            let data_state = state.clone();
-            let href = if state == "processed" {
+            let data_state = state.as_str();
+            let href = if state == ClaimState::Processed {
                 "/events?status=processed".to_owned()
             } else {
                 format!("/claims?status={state}")
@@ -60,7 +61,7 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
                 <li class=class data-state=data_state>
                     <a href=href>
                         <span class="card-count">{c.count}</span>
-                        <span class="card-label">{state}</span>
+                        <span class="card-label">{state.as_str()}</span>
                     </a>
                 </li>
             }

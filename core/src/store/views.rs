@@ -14,8 +14,8 @@ pub struct ClaimView {
     pub event_id: String,
     pub event_type: String,
     pub object_id: String,
-    /// pending | running | stale | processed | failed
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: ClaimState,
     pub attempts: i64,
     pub last_error: Option<String>,
     pub lease_owner: Option<String>,
