@@ -37,7 +37,6 @@ mod money;
 mod operators;
 mod outgoing;
 mod reconcile;
-mod synthetic;
 mod tokens;
 mod views;
 
@@ -47,7 +46,6 @@ pub use deliveries::{ClaimOutcome, ClaimSource, DELIVERIES_KEPT_PER_EVENT, Write
 pub use operators::{AuditEntry, OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
 pub use reconcile::ReconcileRunView;
-pub use synthetic::SYNTHETIC_CUSTOMERS;
 pub use tokens::TokenView;
 pub use views::{ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryView, OrderView};
 

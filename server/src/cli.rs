@@ -1,20 +1,11 @@
-//! The command line: every setting has a flag and an environment variable, and a default
-//! that works out of the box.
+//! The command line: `serve` and the production commands (and, with the `rehearsal`
+//! feature, the simulator, demo and benches). The flags shared by several commands are in
+//! `config::flags`.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
+use clap::{Parser, Subcommand};
 
-use claimcheck_core::fulfilment::Packages;
-use claimcheck_core::payments::CheckoutUrls;
-use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
-use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
-use claimcheck_core::worker::WorkerConfig;
-use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
-use clap::{Args, Parser, Subcommand, ValueEnum};
-
-use crate::error::ServerError;
-use crate::startup::{DashboardConfig, ReconcileSchedule, ServeConfig, WebhookConfig};
+use crate::commands::{claims, customers, operators, orders, reconcile, tokens};
+use crate::config::flags::{DatabaseArgs, ServeArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,63 +24,34 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
-    /// Load-test a webhook endpoint with freshly signed deliveries and report throughput and
-    /// latency (starts its own server on a fresh database unless --target is given).
-    BenchIngest(crate::bench::BenchArgs),
-    /// Seed a large synthetic history (a million claims by default) and time the dashboard's
-    /// server-rendered pages on it.
-    BenchDashboard(crate::bench_dashboard::DashboardBenchArgs),
-    /// A living system in one command: SQLite in a local folder, the server, the Stripe
-    /// simulator and a day of a small shop played against it.
-    Demo(crate::demo::DemoArgs),
-    /// Send a simulated day of a shop's Stripe traffic (duplicates, twins, out of order,
-    /// retries) to one or more Claimcheck instances and check the exactly-once verdict.
-    Simulate(crate::simulate::SimulateArgs),
     /// Inspect claims on Stripe events, and re-drive a stuck one.
     Claims {
         #[command(subcommand)]
-        command: crate::commands::ClaimsCommand,
+        command: claims::ClaimsCommand,
     },
     /// Inspect an order: payment status, credits granted, ledger.
     Orders {
         #[command(subcommand)]
-        command: crate::commands::OrdersCommand,
+        command: orders::OrdersCommand,
     },
     /// Manage dashboard operators (viewer, support, admin).
     Operator {
         #[command(subcommand)]
-        command: crate::commands::OperatorCommand,
+        command: operators::OperatorCommand,
     },
     /// Make, list and revoke API tokens for the order API.
     Tokens {
         #[command(subcommand)]
-        command: crate::commands::TokensCommand,
-    },
-    /// Run the Stripe API simulator (tests and the demo point STRIPE_API_BASE at it).
-    StripeSim {
-        /// Address and port to listen on.
-        #[arg(long, default_value = "127.0.0.1:12111")]
-        bind: SocketAddr,
-        /// Deliver every event to this webhook URL (repeatable; pair each with
-        /// --webhook-secret).
-        #[arg(long = "webhook", value_name = "URL")]
-        webhooks: Vec<String>,
-        /// The signing secret (whsec_…) of the --webhook at the same position.
-        #[arg(long = "webhook-secret", value_name = "SECRET")]
-        webhook_secrets: Vec<String>,
-        /// Simulated seconds per real second: 4320 plays Stripe's three days of retries in
-        /// a minute (and the 30 days events stay listable in about ten).
-        #[arg(long = "time-scale", default_value_t = 1.0)]
-        time_scale: f64,
+        command: tokens::TokensCommand,
     },
     /// Inspect a customer's orders and credit balance.
     Customers {
         #[command(subcommand)]
-        command: crate::commands::CustomersCommand,
+        command: customers::CustomersCommand,
     },
     /// List Stripe's events since the reconciler's cursor (or --since) and claim the ones
     /// never delivered, through the same path as a delivery.
-    Reconcile(crate::commands::ReconcileArgs),
+    Reconcile(reconcile::ReconcileArgs),
     /// Copy a SQLite database, consistently, while it is in use (PostgreSQL: use pg_dump).
     Backup {
         /// The file to write; it must not exist yet.
@@ -98,457 +60,11 @@ pub enum Command {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct DatabaseArgs {
-    /// Where claims, orders and the ledger live: sqlite://PATH or postgres://USER@HOST/DB.
-    #[arg(
-        long = "database-url",
-        env = "DATABASE_URL",
-        value_name = "DATABASE_URL",
-        default_value = "sqlite://data/claimcheck.db"
-    )]
-    pub database_url: DatabaseUrl,
-}
-
-impl DatabaseArgs {
-    /// Opens the database without touching its schema.
-    pub async fn connect(&self) -> Result<Store, ServerError> {
-        Store::connect(&self.database_url, &StoreOptions::default())
-            .await
-            .map_err(self.error())
-    }
-
-    /// Wraps a storage error with this database's URL (password hidden).
-    pub fn error(&self) -> impl Fn(StoreError) -> ServerError + use<> {
-        let url = self.database_url.to_string();
-        move |source| ServerError::Store {
-            url: url.clone(),
-            source,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
+    /// The rehearsal tools: the Stripe API simulator, simulated traffic, the demo and the
+    /// benchmarks (left out of a build without the `rehearsal` feature).
+    #[cfg(feature = "rehearsal")]
     #[command(flatten)]
-    pub database: DatabaseArgs,
-    /// Address and port to listen on.
-    #[arg(
-        long,
-        env = "CLAIMCHECK_BIND",
-        value_name = "CLAIMCHECK_BIND",
-        default_value = "127.0.0.1:3000"
-    )]
-    pub bind: SocketAddr,
-    /// Folder holding the built dashboard assets (pkg/claimcheck.js, .wasm, .css).
-    #[arg(
-        long,
-        env = "LEPTOS_SITE_ROOT",
-        value_name = "LEPTOS_SITE_ROOT",
-        default_value = "target/site"
-    )]
-    pub site_root: PathBuf,
-    /// Stripe endpoint signing secrets (whsec_…). Several, comma-separated, while a secret
-    /// is rotated: a delivery signed with any of them is accepted.
-    #[arg(
-        long = "webhook-secret",
-        env = "STRIPE_WEBHOOK_SECRET",
-        value_name = "STRIPE_WEBHOOK_SECRET",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
-    pub webhook_secrets: Vec<String>,
-    /// Refuse deliveries whose signature timestamp is older than this many seconds.
-    #[arg(
-        long = "webhook-tolerance-secs",
-        env = "CLAIMCHECK_WEBHOOK_TOLERANCE_SECS",
-        value_name = "CLAIMCHECK_WEBHOOK_TOLERANCE_SECS",
-        default_value_t = 300,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub webhook_tolerance_secs: u64,
-    /// Largest webhook body accepted, in bytes; larger deliveries are answered 413.
-    #[arg(
-        long = "webhook-max-body-bytes",
-        env = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
-        value_name = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
-        default_value_t = 1024 * 1024,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub webhook_max_body_bytes: u32,
-    /// Which Stripe mode's events this endpoint accepts; the other mode's are refused.
-    #[arg(
-        long = "stripe-mode",
-        env = "CLAIMCHECK_STRIPE_MODE",
-        value_name = "CLAIMCHECK_STRIPE_MODE",
-        default_value = "test"
-    )]
-    pub stripe_mode: ModeArg,
-    #[command(flatten)]
-    pub worker: WorkerArgs,
-    #[command(flatten)]
-    pub stripe: StripeArgs,
-    /// Where Stripe Checkout sends a customer after paying ({CHECKOUT_SESSION_ID} is filled
-    /// in by Stripe). Needed by the order API.
-    #[arg(
-        long = "checkout-success-url",
-        env = "CLAIMCHECK_CHECKOUT_SUCCESS_URL",
-        value_name = "CLAIMCHECK_CHECKOUT_SUCCESS_URL"
-    )]
-    pub checkout_success_url: Option<String>,
-    /// Where Stripe Checkout sends a customer who cancels. Needed by the order API.
-    #[arg(
-        long = "checkout-cancel-url",
-        env = "CLAIMCHECK_CHECKOUT_CANCEL_URL",
-        value_name = "CLAIMCHECK_CHECKOUT_CANCEL_URL"
-    )]
-    pub checkout_cancel_url: Option<String>,
-    /// A dashboard session ends after this many minutes without a request.
-    #[arg(
-        long = "session-idle-minutes",
-        env = "CLAIMCHECK_SESSION_IDLE_MINUTES",
-        value_name = "CLAIMCHECK_SESSION_IDLE_MINUTES",
-        default_value_t = 30,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub session_idle_minutes: u64,
-    /// A dashboard session ends this many hours after sign-in.
-    #[arg(
-        long = "session-absolute-hours",
-        env = "CLAIMCHECK_SESSION_ABSOLUTE_HOURS",
-        value_name = "CLAIMCHECK_SESSION_ABSOLUTE_HOURS",
-        default_value_t = 12,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub session_absolute_hours: u64,
-    /// Mark the session cookie Secure (HTTPS only). Default: yes, unless the server is bound
-    /// to a loopback address (plain HTTP on this machine).
-    #[arg(
-        long = "secure-cookie",
-        env = "CLAIMCHECK_SECURE_COOKIE",
-        value_name = "CLAIMCHECK_SECURE_COOKIE",
-        action = clap::ArgAction::Set
-    )]
-    pub secure_cookie: Option<bool>,
-    /// Where people reach the dashboard, e.g. https://pay.shop.ch behind a TLS proxy: the
-    /// session cookie is Secure when it is https.
-    #[arg(
-        long = "public-url",
-        env = "CLAIMCHECK_PUBLIC_URL",
-        value_name = "CLAIMCHECK_PUBLIC_URL"
-    )]
-    pub public_url: Option<crate::startup::PublicUrl>,
-    /// Reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For or
-    /// Forwarded header names the client; other peers' headers are ignored.
-    #[arg(
-        long = "trusted-proxies",
-        env = "CLAIMCHECK_TRUSTED_PROXIES",
-        value_name = "CLAIMCHECK_TRUSTED_PROXIES",
-        default_value = ""
-    )]
-    pub trusted_proxies: crate::TrustedProxies,
-    /// Prune delivery logs and the payloads of processed claims older than this many days
-    /// (claims themselves are kept, so late retries still dedupe). 0 keeps everything.
-    #[arg(
-        long = "retention-days",
-        env = "CLAIMCHECK_RETENTION_DAYS",
-        value_name = "CLAIMCHECK_RETENTION_DAYS",
-        default_value_t = 0
-    )]
-    pub retention_days: u64,
-    /// Who must sign in with a code from an authenticator app: off, admin or all. An
-    /// operator without one is sent to set it up before anything else.
-    #[arg(
-        long = "require-2fa",
-        env = "CLAIMCHECK_REQUIRE_2FA",
-        value_name = "CLAIMCHECK_REQUIRE_2FA",
-        default_value = "off"
-    )]
-    pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
-    /// How often the reconciler lists Stripe's events and claims the ones never delivered
-    /// (`15m`, `1h`, `90s`; `0` turns it off). It needs STRIPE_API_KEY.
-    #[arg(
-        long = "reconcile-interval",
-        env = "CLAIMCHECK_RECONCILE_INTERVAL",
-        value_name = "CLAIMCHECK_RECONCILE_INTERVAL",
-        default_value = "15m",
-        value_parser = parse_duration
-    )]
-    pub reconcile_interval: Duration,
-    /// How far back the reconciler's first run looks (at most 30 days).
-    #[arg(
-        long = "reconcile-lookback",
-        env = "CLAIMCHECK_RECONCILE_LOOKBACK",
-        value_name = "CLAIMCHECK_RECONCILE_LOOKBACK",
-        default_value = "3d",
-        value_parser = parse_duration
-    )]
-    pub reconcile_lookback: Duration,
-}
-
-/// `90s`, `15m`, `1h`, `3d`, or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration like 90s, 15m, 1h or 3d"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
-        _ => {
-            return Err(format!(
-                "'{text}' is not a duration like 90s, 15m, 1h or 3d"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(secs))
-}
-
-/// The outgoing Stripe client: shared by `serve` and `orders refund`.
-#[derive(Debug, Clone, Args)]
-pub struct StripeArgs {
-    /// Stripe secret key (sk_…) for outgoing calls (Checkout Sessions, refunds). Without it
-    /// the order API answers 503 and refunds are refused.
-    #[arg(
-        long = "stripe-api-key",
-        env = "STRIPE_API_KEY",
-        value_name = "STRIPE_API_KEY",
-        hide_env_values = true
-    )]
-    pub stripe_api_key: Option<String>,
-    /// Base URL of the Stripe API (the simulator's, in tests and the demo).
-    #[arg(
-        long = "stripe-api-base",
-        env = "STRIPE_API_BASE",
-        value_name = "STRIPE_API_BASE",
-        default_value = StripeConfig::DEFAULT_API_BASE
-    )]
-    pub stripe_api_base: String,
-    /// How long one outgoing attempt may take before it counts as a timeout, in ms.
-    #[arg(
-        long = "stripe-timeout-ms",
-        env = "CLAIMCHECK_STRIPE_TIMEOUT_MS",
-        value_name = "CLAIMCHECK_STRIPE_TIMEOUT_MS",
-        default_value_t = 20_000,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub stripe_timeout_ms: u64,
-    /// Attempts per outgoing call (same Idempotency-Key each time) before it is left
-    /// indeterminate for a later retry.
-    #[arg(
-        long = "stripe-max-attempts",
-        env = "CLAIMCHECK_STRIPE_MAX_ATTEMPTS",
-        value_name = "CLAIMCHECK_STRIPE_MAX_ATTEMPTS",
-        default_value_t = 4,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub stripe_max_attempts: u32,
-    /// Wait before the second attempt, in ms; doubled for each further one (at most 8 s).
-    #[arg(
-        long = "stripe-backoff-ms",
-        env = "CLAIMCHECK_STRIPE_BACKOFF_MS",
-        value_name = "CLAIMCHECK_STRIPE_BACKOFF_MS",
-        default_value_t = 500
-    )]
-    pub stripe_backoff_ms: u64,
-}
-
-impl StripeArgs {
-    /// The client, or `None` when no API key is set.
-    pub fn api(&self) -> Result<Option<StripeApi>, ServerError> {
-        let Some(key) = self
-            .stripe_api_key
-            .as_deref()
-            .filter(|k| !k.trim().is_empty())
-        else {
-            return Ok(None);
-        };
-        let key =
-            ApiKey::new(key).map_err(|e| ServerError::Config(format!("STRIPE_API_KEY: {e}")))?;
-        if !(self.stripe_api_base.starts_with("https://")
-            || self.stripe_api_base.starts_with("http://"))
-        {
-            return Err(ServerError::Config(format!(
-                "STRIPE_API_BASE: '{}' is not an http(s) URL",
-                self.stripe_api_base
-            )));
-        }
-        let config = StripeConfig {
-            api_base: self.stripe_api_base.clone(),
-            timeout: Duration::from_millis(self.stripe_timeout_ms),
-            max_attempts: self.stripe_max_attempts,
-            base_backoff: Duration::from_millis(self.stripe_backoff_ms),
-            ..StripeConfig::new(key)
-        };
-        StripeApi::new(config)
-            .map(Some)
-            .map_err(|e| ServerError::Config(format!("STRIPE_API_BASE: {e}")))
-    }
-}
-
-/// How claims are worked: shared by `serve` and `claims redrive`.
-#[derive(Debug, Clone, Args)]
-pub struct WorkerArgs {
-    /// Fulfilment workers in this process; 0 makes an instance that only ingests.
-    #[arg(
-        long,
-        env = "CLAIMCHECK_WORKERS",
-        value_name = "CLAIMCHECK_WORKERS",
-        default_value_t = 2
-    )]
-    pub workers: usize,
-    /// How long a worker holds a claim's lease (its fulfilment budget), in seconds.
-    #[arg(
-        long = "lease-secs",
-        env = "CLAIMCHECK_LEASE_SECS",
-        value_name = "CLAIMCHECK_LEASE_SECS",
-        default_value_t = 60,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub lease_secs: u64,
-    /// Attempts before a claim is marked failed and waits for an operator.
-    #[arg(
-        long = "max-attempts",
-        env = "CLAIMCHECK_MAX_ATTEMPTS",
-        value_name = "CLAIMCHECK_MAX_ATTEMPTS",
-        default_value_t = 8,
-        value_parser = clap::value_parser!(i64).range(1..)
-    )]
-    pub max_attempts: i64,
-    /// Take stale claims (lease expired: their worker died) again automatically.
-    #[arg(
-        long = "auto-rescue",
-        env = "CLAIMCHECK_AUTO_RESCUE",
-        value_name = "CLAIMCHECK_AUTO_RESCUE",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
-    pub auto_rescue: bool,
-    /// Packages on sale: NAME=CREDITS[:AMOUNT:CURRENCY],… (amount in minor units). Credits
-    /// serve sessions without metadata.credits; the order API sells packages with a price.
-    #[arg(
-        long,
-        env = "CLAIMCHECK_PACKAGES",
-        value_name = "CLAIMCHECK_PACKAGES",
-        default_value = ""
-    )]
-    pub packages: Packages,
-}
-
-impl WorkerArgs {
-    pub fn config(&self) -> WorkerConfig {
-        WorkerConfig {
-            lease: Duration::from_secs(self.lease_secs),
-            max_attempts: self.max_attempts,
-            auto_rescue: self.auto_rescue,
-            packages: self.packages.clone(),
-            ..WorkerConfig::default()
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ModeArg {
-    Test,
-    Live,
-}
-
-impl ServeArgs {
-    pub fn into_config(self) -> Result<ServeConfig, ServerError> {
-        let secrets = self
-            .webhook_secrets
-            .into_iter()
-            .filter(|s| !s.trim().is_empty())
-            .map(SigningSecret::new)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ServerError::Config(format!("STRIPE_WEBHOOK_SECRET: {e}")))?;
-        let verifier = if secrets.is_empty() {
-            None
-        } else {
-            let tolerance = Duration::from_secs(self.webhook_tolerance_secs);
-            Some(
-                SignatureVerifier::new(secrets, tolerance)
-                    .map_err(|e| ServerError::Config(e.to_string()))?,
-            )
-        };
-        Ok(ServeConfig {
-            database_url: self.database.database_url,
-            bind: self.bind,
-            site_root: self.site_root,
-            webhook: WebhookConfig {
-                verifier,
-                mode: match self.stripe_mode {
-                    ModeArg::Test => StripeMode::Test,
-                    ModeArg::Live => StripeMode::Live,
-                },
-                max_body_bytes: self.webhook_max_body_bytes as usize,
-            },
-            worker: self.worker.config(),
-            workers: self.worker.workers,
-            stripe: self.stripe.api()?,
-            dashboard: DashboardConfig {
-                idle_timeout: Duration::from_secs(self.session_idle_minutes * 60),
-                absolute_timeout: Duration::from_secs(self.session_absolute_hours * 3600),
-                secure_cookie: self.secure_cookie,
-                public_url: self.public_url,
-                trusted_proxies: self.trusted_proxies,
-                require_two_factor: self.require_two_factor,
-            },
-            retention: (self.retention_days > 0)
-                .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
-            reconcile: ReconcileSchedule {
-                interval: self.reconcile_interval,
-                config: claimcheck_core::reconcile::ReconcileConfig {
-                    first_lookback: self
-                        .reconcile_lookback
-                        .min(claimcheck_core::reconcile::MAX_LOOKBACK),
-                    mode: match self.stripe_mode {
-                        ModeArg::Test => StripeMode::Test,
-                        ModeArg::Live => StripeMode::Live,
-                    },
-                    ..Default::default()
-                },
-            },
-            checkout_urls: match (self.checkout_success_url, self.checkout_cancel_url) {
-                (Some(success_url), Some(cancel_url)) => Some(CheckoutUrls {
-                    success_url,
-                    cancel_url,
-                }),
-                (None, None) => None,
-                _ => {
-                    return Err(ServerError::Config(
-                        "CLAIMCHECK_CHECKOUT_SUCCESS_URL and CLAIMCHECK_CHECKOUT_CANCEL_URL \
-                         are set together"
-                            .into(),
-                    ));
-                }
-            },
-        })
-    }
-}
-
-/// `claimcheck migrate`: brings the schema up to date and says what it did.
-pub async fn migrate(args: &DatabaseArgs) -> Result<(), ServerError> {
-    let wrap = args.error();
-    let store = args.connect().await?;
-    let before = store.migration_status().await.map_err(&wrap)?;
-    store.migrate().await.map_err(&wrap)?;
-    tracing::info!(
-        database = %args.database_url,
-        applied = before.missing.len(),
-        total = before.expected,
-        "migrations up to date"
-    );
-    store.close().await;
-    Ok(())
+    Rehearsal(claimcheck_sim::Command),
 }
 
 #[cfg(test)]

@@ -2,21 +2,20 @@
 //! start-up, shared by `main` and the integration tests.
 #![forbid(unsafe_code)]
 
-pub mod bench;
-pub mod bench_dashboard;
 pub mod cli;
+pub mod client_ip;
 pub mod commands;
-pub mod demo;
+pub mod config;
 pub mod error;
 pub mod metrics;
 mod routes;
-pub use routes::TrustedProxies;
 pub mod sessions;
 pub mod shutdown;
-pub mod simulate;
 pub mod startup;
-pub mod stripe_sim;
+mod tasks;
 pub mod telemetry;
 
+pub use client_ip::TrustedProxies;
+pub use config::{DashboardConfig, ServeConfig, WebhookConfig};
 pub use error::ServerError;
-pub use startup::{Application, DashboardConfig, ServeConfig, WebhookConfig};
+pub use startup::Application;

@@ -31,37 +31,59 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
             tracing::info!("serving the dashboard at http://{}", app.local_addr());
             app.run_until(stop).await
         }
-        Command::Migrate(args) => claimcheck_server::cli::migrate(&args).await,
-        Command::BenchIngest(args) => claimcheck_server::bench::run(args).await,
-        Command::BenchDashboard(args) => claimcheck_server::bench_dashboard::run(args).await,
-        Command::Simulate(args) => claimcheck_server::simulate::run(args).await,
-        Command::Demo(args) => claimcheck_server::demo::run(args).await,
-        Command::Claims { command } => commands::claims(command).await,
-        Command::Orders { command } => commands::orders(command).await,
-        Command::Customers { command } => commands::customers(command).await,
-        Command::Backup { to, database } => commands::backup(&to, &database).await,
-        Command::Reconcile(args) => commands::reconcile(args).await,
-        Command::Tokens { command } => commands::tokens(command).await,
-        Command::Operator { command } => commands::operator(command).await,
-        Command::StripeSim {
-            bind,
-            webhooks,
-            webhook_secrets,
-            time_scale,
-        } => {
-            if webhooks.len() != webhook_secrets.len() {
-                return Err(claimcheck_server::error::ServerError::Config(
-                    "give one --webhook-secret for each --webhook".into(),
-                ));
-            }
-            let options = claimcheck_server::stripe_sim::SimOptions {
-                webhooks: webhooks.into_iter().zip(webhook_secrets).collect(),
-                time_scale,
-            };
-            let stop = shutdown::signal();
-            let sim = claimcheck_server::stripe_sim::StripeSim::start_with(bind, options).await?;
-            tracing::info!("Stripe simulator at {}", sim.base_url());
-            sim.run_until(stop).await
+        Command::Migrate(args) => commands::migrate::run(&args).await,
+        Command::Claims { command } => commands::claims::run(command).await,
+        Command::Orders { command } => commands::orders::run(command).await,
+        Command::Customers { command } => commands::customers::run(command).await,
+        Command::Backup { to, database } => commands::backup::run(&to, &database).await,
+        Command::Reconcile(args) => commands::reconcile::run(args).await,
+        Command::Tokens { command } => commands::tokens::run(command).await,
+        Command::Operator { command } => commands::operators::run(command).await,
+        #[cfg(feature = "rehearsal")]
+        Command::Rehearsal(command) => claimcheck_sim::run(command, &rehearsal::InProcess)
+            .await
+            .map_err(|e| ServerError::Command(telemetry::error_chain(&e))),
+    }
+}
+
+/// The rehearsal tools start Claimcheck through this binary's own `serve`, in this process.
+#[cfg(feature = "rehearsal")]
+mod rehearsal {
+    use std::future::Future;
+    use std::pin::Pin;
+
+    use claimcheck_server::config::flags::ServeArgs;
+    use claimcheck_server::{Application, shutdown};
+    use claimcheck_sim::{Host, Instance, ServeFuture, SimError};
+    use clap::{Args, FromArgMatches};
+
+    pub struct InProcess;
+
+    impl Host for InProcess {
+        fn serve(&self, args: Vec<String>) -> ServeFuture {
+            Box::pin(async move {
+                let command = ServeArgs::augment_args(clap::Command::new("serve"));
+                let matches = command
+                    .try_get_matches_from(std::iter::once("serve".to_owned()).chain(args))
+                    .map_err(|e| SimError::Serve(e.into()))?;
+                let args =
+                    ServeArgs::from_arg_matches(&matches).map_err(|e| SimError::Serve(e.into()))?;
+                let config = args.into_config().map_err(|e| SimError::Serve(e.into()))?;
+                let app = Application::build(config)
+                    .await
+                    .map_err(|e| SimError::Serve(e.into()))?;
+                Ok(Instance::spawn(app.local_addr(), |stopped| async move {
+                    app.run_until(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .map_err(|e| SimError::Serve(e.into()))
+                }))
+            })
+        }
+
+        fn stop_signal(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            Box::pin(shutdown::signal())
         }
     }
 }

@@ -3,7 +3,6 @@
 mod actions;
 mod api;
 mod auth;
-mod client;
 mod dashboard;
 mod health;
 mod limits;
@@ -24,11 +23,10 @@ use crate::sessions::DbSessionStore;
 use claimcheck_core::Store;
 use leptos::config::LeptosOptions;
 
+use crate::config::ServeConfig;
 use crate::metrics::Metrics;
-use crate::startup::ServeConfig;
 
 pub(crate) use api::ApiState;
-pub use client::TrustedProxies;
 pub(crate) use webhook::WebhookState;
 
 /// What every handler can reach.

@@ -1,232 +1,23 @@
 //! Start-up: open the store, migrate, bind, build the router. `main` and the integration
 //! tests go through the same `Application::build`.
 
-use axum::serve::ListenerExt;
-use claimcheck_core::payments::CheckoutUrls;
-use claimcheck_core::stripe::StripeApi;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
-use claimcheck_core::worker::{Worker, WorkerConfig};
-use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
+use axum::serve::ListenerExt;
+use claimcheck_core::stripe::StripeApi;
+use claimcheck_core::worker::Worker;
+use claimcheck_core::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
+use crate::config::{ReconcileSchedule, ServeConfig};
 use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::routes;
-
-/// Everything `serve` needs to know.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub database_url: DatabaseUrl,
-    /// Port 0 picks a free port (tests).
-    pub bind: SocketAddr,
-    pub site_root: PathBuf,
-    pub webhook: WebhookConfig,
-    pub worker: WorkerConfig,
-    /// Fulfilment workers in this process (0: this instance only ingests).
-    pub workers: usize,
-    /// Outgoing Stripe calls; `None` without STRIPE_API_KEY.
-    pub stripe: Option<StripeApi>,
-    /// Where Checkout returns customers; `None`: the order API is not configured.
-    pub checkout_urls: Option<CheckoutUrls>,
-    pub dashboard: DashboardConfig,
-    /// Delivery logs and payloads of processed claims older than this are pruned; `None`
-    /// keeps everything.
-    pub retention: Option<Duration>,
-    /// The reconciler (runs when `stripe` is set and the interval is not zero).
-    pub reconcile: ReconcileSchedule,
-}
-
-/// How often the reconciler runs, and how.
-#[derive(Debug, Clone)]
-pub struct ReconcileSchedule {
-    /// Zero: never.
-    pub interval: Duration,
-    pub config: claimcheck_core::reconcile::ReconcileConfig,
-}
-
-impl Default for ReconcileSchedule {
-    fn default() -> Self {
-        ReconcileSchedule {
-            interval: Duration::from_secs(15 * 60),
-            config: claimcheck_core::reconcile::ReconcileConfig::default(),
-        }
-    }
-}
-
-/// Runs the reconciler every `schedule.interval`, the first time shortly after start. A run
-/// another instance holds is skipped; a failed run is logged and changes nothing.
-async fn reconcile_periodically(
-    store: Store,
-    api: StripeApi,
-    schedule: ReconcileSchedule,
-    metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut wait = Duration::from_secs(5).min(schedule.interval);
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
-        }
-        wait = schedule.interval;
-        let outcome = claimcheck_core::reconcile::run(
-            &store,
-            &api,
-            &schedule.config,
-            "reconciler",
-            None,
-            false,
-        )
-        .await;
-        match &outcome {
-            Ok(report) => metrics.observe_reconcile(Some((report.listed, report.claimed))),
-            Err(claimcheck_core::reconcile::ReconcileError::Busy) => {}
-            Err(_) => metrics.observe_reconcile(None),
-        }
-        match outcome {
-            Ok(report) if report.claimed > 0 => tracing::warn!(
-                claimed = report.claimed,
-                listed = report.listed,
-                "reconcile: events Stripe never delivered were claimed"
-            ),
-            Ok(report) => tracing::debug!(listed = report.listed, "reconcile: nothing missing"),
-            Err(claimcheck_core::reconcile::ReconcileError::Busy) => {
-                tracing::debug!("reconcile: another instance is running it")
-            }
-            Err(error) => tracing::error!(
-                error = &error as &dyn std::error::Error,
-                "reconcile run failed; the cursor stays where it was"
-            ),
-        }
-    }
-}
-
-/// Operator sessions on the dashboard.
-#[derive(Debug, Clone)]
-pub struct DashboardConfig {
-    /// A session ends after this long without a request.
-    pub idle_timeout: Duration,
-    /// A session ends this long after sign-in, however busy.
-    pub absolute_timeout: Duration,
-    /// `Secure` session cookie; `None`: as `public_url`'s scheme says, else secure unless
-    /// bound to a loopback address (plain HTTP on this machine only).
-    pub secure_cookie: Option<bool>,
-    /// Where people reach the dashboard (`https://pay.shop.ch`), e.g. through a TLS proxy.
-    pub public_url: Option<PublicUrl>,
-    /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` name the client.
-    pub trusted_proxies: crate::TrustedProxies,
-    /// Who must sign in with a second factor.
-    pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
-}
-
-impl DashboardConfig {
-    /// Whether the session cookie is `Secure` for a server bound to `local_addr`.
-    pub fn secure_cookie(&self, local_addr: SocketAddr) -> bool {
-        self.secure_cookie
-            .or(self.public_url.as_ref().map(PublicUrl::is_https))
-            .unwrap_or(!local_addr.ip().is_loopback())
-    }
-}
-
-impl Default for DashboardConfig {
-    fn default() -> Self {
-        DashboardConfig {
-            idle_timeout: Duration::from_secs(30 * 60),
-            absolute_timeout: Duration::from_secs(12 * 3600),
-            secure_cookie: None,
-            public_url: None,
-            trusted_proxies: crate::TrustedProxies::default(),
-            require_two_factor: Default::default(),
-        }
-    }
-}
-
-/// The dashboard's public address: `http://` or `https://`, a host, no query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicUrl(String);
-
-impl PublicUrl {
-    pub fn is_https(&self) -> bool {
-        self.0.starts_with("https://")
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for PublicUrl {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let url = s.trim().trim_end_matches('/');
-        let host = url
-            .strip_prefix("https://")
-            .or_else(|| url.strip_prefix("http://"))
-            .ok_or("the public URL starts with https:// (or http://)")?;
-        if host.is_empty() || host.contains(['?', '#', ' ']) {
-            return Err("the public URL is https://HOST[:PORT][/PATH], nothing more".into());
-        }
-        Ok(PublicUrl(url.to_owned()))
-    }
-}
-
-/// How `POST /webhooks/stripe` checks deliveries.
-#[derive(Debug, Clone)]
-pub struct WebhookConfig {
-    /// `None` without a signing secret: deliveries are answered 503 until one is set.
-    pub verifier: Option<SignatureVerifier>,
-    pub mode: StripeMode,
-    pub max_body_bytes: usize,
-}
-
-/// Background upkeep every few minutes: expired dashboard sessions are deleted (a session
-/// nobody uses again would otherwise stay in the table), and with a retention period the
-/// old delivery logs and payloads are pruned in small batches.
-async fn housekeeping(store: Store, retention: Option<Duration>, mut stop: watch::Receiver<bool>) {
-    const EVERY: Duration = Duration::from_secs(5 * 60);
-    while !*stop.borrow() {
-        if let Some(retention) = retention {
-            let before = claimcheck_core::now_ms()
-                - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX / 2);
-            match store.prune(before, 500).await {
-                Ok((0, 0)) => {}
-                Ok((deliveries, payloads)) => {
-                    tracing::info!(deliveries, payloads, "pruned past the retention period")
-                }
-                Err(error) => tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    "pruning failed; trying again later"
-                ),
-            }
-        }
-        match store
-            .delete_expired_sessions(claimcheck_core::now_ms())
-            .await
-        {
-            Ok(0) => {}
-            Ok(deleted) => tracing::debug!(deleted, "expired dashboard sessions deleted"),
-            Err(error) => tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                "deleting expired sessions failed; trying again later"
-            ),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(EVERY) => {}
-            _ = stop.changed() => {}
-        }
-    }
-}
+use crate::tasks::{housekeeping, reconcile_periodically};
 
 /// A bound, migrated, ready-to-run server.
 pub struct Application {

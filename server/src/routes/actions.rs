@@ -8,11 +8,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
-use claimcheck_core::auth::{Role, SignedIn, hash_password};
+use claimcheck_core::auth::{Role, SignedIn};
 use claimcheck_core::money::{format_money, parse_money};
+use claimcheck_core::ops::{self, AccessChange, Actor, OpsError, Username};
 use claimcheck_core::payments;
 use claimcheck_core::worker::{Attempt, Worker};
-use claimcheck_core::{EventId, OrderId, now_ms};
+use claimcheck_core::{EventId, OrderId};
 use serde::Deserialize;
 
 use super::AppState;
@@ -88,7 +89,7 @@ async fn redrive(
             "Say why you re-drive it.",
         );
     }
-    let actor = format!("dashboard:{}", operator.username);
+    let actor = Actor::Dashboard(operator.username.clone()).to_string();
     let worker = Worker::new(state.store.clone(), actor.clone(), (*state.worker).clone());
     match worker.redrive(&event_id, &actor, form.reason.trim()).await {
         Ok(Ok(Attempt::Processed { .. })) => back(&page, "notice", "Re-driven: processed."),
@@ -177,7 +178,7 @@ async fn refund(
             Err(problem) => return back(&format!("{page}/refund"), "error", &problem),
         }
     };
-    let actor = format!("dashboard:{}", operator.username);
+    let actor = Actor::Dashboard(operator.username.clone()).to_string();
     match payments::refund(
         &state.store,
         stripe,
@@ -223,14 +224,10 @@ async fn add_operator(
         Ok(op) => op.clone(),
         Err(refused) => return refused.into_response(),
     };
-    let username = form.username.trim().to_owned();
-    if username.is_empty() || username.len() > 64 || username.chars().any(char::is_whitespace) {
-        return back(
-            "/operators",
-            "error",
-            "A username is 1 to 64 characters, no spaces.",
-        );
-    }
+    let username = match Username::parse(&form.username) {
+        Ok(username) => username,
+        Err(error) => return back("/operators", "error", &sentence(&error)),
+    };
     let Ok(role) = form.role.parse::<Role>() else {
         return back(
             "/operators",
@@ -238,39 +235,14 @@ async fn add_operator(
             "Pick a role: viewer, support or admin.",
         );
     };
-    let password = form.password;
-    let hashed = tokio::task::spawn_blocking(move || hash_password(&password)).await;
-    let hash = match hashed {
-        Ok(Ok(hash)) => hash,
-        Ok(Err(error)) => return back("/operators", "error", &error.to_string()),
-        Err(_) => return back("/operators", "error", "Hashing the password failed."),
-    };
-    match state
-        .store
-        .add_operator(&username, &hash, role, now_ms())
-        .await
-    {
-        Ok(true) => {
-            audit(
-                &state,
-                &admin,
-                "operator_add",
-                &username,
-                &format!("role {role}"),
-            )
-            .await;
-            back(
-                "/operators",
-                "notice",
-                &format!("Added {username} ({role})."),
-            )
-        }
-        Ok(false) => back(
+    let actor = Actor::Dashboard(admin.username);
+    match ops::add_operator(&state.store, &actor, &username, role, form.password).await {
+        Ok(()) => back(
             "/operators",
-            "error",
-            &format!("{username} exists already."),
+            "notice",
+            &format!("Added {username} ({role})."),
         ),
-        Err(_) => back("/operators", "error", "The database is unavailable."),
+        Err(error) => back("/operators", "error", &refusal(&error)),
     }
 }
 
@@ -290,52 +262,46 @@ async fn set_access(
         Ok(op) => op.clone(),
         Err(refused) => return refused.into_response(),
     };
-    let username = form.username.trim();
-    if username == admin.username {
-        return back("/operators", "error", "You cannot lock yourself out.");
-    }
-    let done = match form.action.as_str() {
-        "disable" => {
-            state
-                .store
-                .set_operator_disabled(username, true, now_ms())
-                .await
+    let (username, change) = match (
+        Username::parse(&form.username),
+        form.action.parse::<AccessChange>(),
+    ) {
+        (Ok(username), Ok(change)) => (username, change),
+        (Err(error), _) | (_, Err(error)) => {
+            return back("/operators", "error", &sentence(&error));
         }
-        "enable" => {
-            state
-                .store
-                .set_operator_disabled(username, false, now_ms())
-                .await
-        }
-        "remove" => state.store.remove_operator(username).await,
-        _ => return back("/operators", "error", "Unknown action."),
     };
-    match done {
-        Ok(true) => {
-            let action = format!("operator_{}", form.action);
-            audit(&state, &admin, &action, username, "").await;
-            back(
-                "/operators",
-                "notice",
-                &format!("{username}: {}d.", form.action),
-            )
-        }
-        Ok(false) => back("/operators", "error", &format!("No operator {username}.")),
-        Err(_) => back("/operators", "error", "The database is unavailable."),
+    let actor = Actor::Dashboard(admin.username);
+    match ops::change_access(&state.store, &actor, &username, change).await {
+        Ok(()) => back(
+            "/operators",
+            "notice",
+            &format!("{username}: {}.", change.done()),
+        ),
+        Err(error) => back("/operators", "error", &refusal(&error)),
     }
 }
 
-async fn audit(state: &AppState, admin: &SignedIn, action: &str, target: &str, detail: &str) {
-    let actor = format!("dashboard:{}", admin.username);
-    if let Err(error) = state
-        .store
-        .record_audit(now_ms(), &actor, action, target, detail, "done")
-        .await
-    {
+/// An operations error as a notice: storage failures are logged here and shown without
+/// their internals.
+fn refusal(error: &OpsError) -> String {
+    if let OpsError::Store(cause) = error {
         tracing::error!(
-            error = &error as &dyn std::error::Error,
-            "audit log write failed"
+            error = cause as &dyn std::error::Error,
+            "operator action: storage"
         );
+        return "The database is unavailable. Try again in a moment.".into();
+    }
+    sentence(error)
+}
+
+/// `no operator ana` → `No operator ana.`
+fn sentence(error: &OpsError) -> String {
+    let text = error.to_string();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => text,
     }
 }
 
@@ -365,12 +331,13 @@ async fn reconcile(
             "Reconciling needs STRIPE_API_KEY on the server.",
         );
     };
-    let actor = format!("dashboard:{}", operator.username);
-    let outcome = claimcheck_core::reconcile::run(
+    let actor = Actor::Dashboard(operator.username);
+    let outcome = ops::reconcile_now(
         &state.store,
         stripe,
         &state.reconcile,
         &actor,
+        form.reason.trim(),
         None,
         false,
     )
@@ -398,19 +365,5 @@ async fn reconcile(
             ("error", format!("Reconcile failed: {error}"))
         }
     };
-    if let Err(error) = state
-        .store
-        .record_audit(
-            now_ms(),
-            &actor,
-            "reconcile",
-            "stripe-events",
-            form.reason.trim(),
-            &message,
-        )
-        .await
-    {
-        tracing::error!(error = &error as &dyn std::error::Error, "reconcile: audit");
-    }
     back("/", key, &message)
 }

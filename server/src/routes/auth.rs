@@ -17,8 +17,8 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::AppState;
-use super::client::TrustedProxies;
 use super::throttle::{LoginThrottle, MAX_USERNAME};
+use crate::client_ip::TrustedProxies;
 use crate::sessions::OPERATOR_KEY as USER_KEY;
 use claimcheck_core::two_factor::{FreshRecoveryCodes, MustEnrol, TwoFactorPolicy};
 

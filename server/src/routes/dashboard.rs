@@ -12,7 +12,7 @@ use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
 use super::AppState;
-use crate::startup::ServeConfig;
+use crate::config::ServeConfig;
 
 /// The bundle's file names (`pkg/claimcheck.js`, `.wasm`, `.css`) as cargo-leptos writes them.
 const OUTPUT_NAME: &str = "claimcheck";

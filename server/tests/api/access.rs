@@ -415,7 +415,7 @@ async fn support_redrives_a_stale_claim_once_even_when_two_click(app: TestApp) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(claim.status, "processed");
+    assert_eq!(claim.status, claimcheck_core::ClaimState::Processed);
     // Both attempts are in the audit log, with who asked and what came of it.
     let outcomes = app
         .db

@@ -286,7 +286,7 @@ async fn retention_prunes_logs_and_payloads_but_a_late_retry_still_dedupes(app: 
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(claim.status, "processed");
+    assert_eq!(claim.status, claimcheck_core::ClaimState::Processed);
 }
 
 async fn form_login(

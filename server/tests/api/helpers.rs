@@ -1,14 +1,13 @@
 //! Spawns the application the way `main` does and gives each endpoint a helper.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use std::time::Duration;
 
 use claimcheck_core::auth::Role;
 use claimcheck_core::now_ms;
-use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
+use claimcheck_core::webhook::{SignatureVerifier, SigningSecret};
 use claimcheck_core::worker::WorkerConfig;
 use claimcheck_server::{Application, ServeConfig, WebhookConfig};
 use tokio::sync::oneshot;
@@ -211,11 +210,9 @@ pub fn test_config(database_url: &str) -> ServeConfig {
     ServeConfig {
         database_url: database_url.parse().unwrap(),
         bind: "127.0.0.1:0".parse().unwrap(),
-        site_root: PathBuf::from("target/site"),
         webhook: WebhookConfig {
             verifier: Some(verifier(&[WEBHOOK_SECRET], Duration::from_secs(300))),
-            mode: StripeMode::Test,
-            max_body_bytes: 1024 * 1024,
+            ..WebhookConfig::default()
         },
         worker: WorkerConfig {
             base_backoff: Duration::from_millis(20),
@@ -225,15 +222,12 @@ pub fn test_config(database_url: &str) -> ServeConfig {
         // Tests of ingestion and pages see claims as the webhook left them; fulfilment
         // tests start workers themselves.
         workers: 0,
-        stripe: None,
-        checkout_urls: None,
-        dashboard: Default::default(),
-        retention: None,
         // Reconciliation tests run the reconciler themselves.
-        reconcile: claimcheck_server::startup::ReconcileSchedule {
+        reconcile: claimcheck_server::config::ReconcileSchedule {
             interval: Duration::ZERO,
             ..Default::default()
         },
+        ..ServeConfig::default()
     }
 }
 

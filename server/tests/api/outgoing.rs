@@ -8,7 +8,7 @@ use claimcheck_core::stripe::{ApiKey, CallError, StripeApi, StripeConfig};
 use claimcheck_core::token::{NewToken, token_hash};
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use claimcheck_core::{OrderId, now_ms};
-use claimcheck_server::stripe_sim::{Fault, FaultMode, LogEntry, StripeSim};
+use claimcheck_sim::stripe_sim::{Fault, FaultMode, LogEntry, StripeSim};
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, TestApp, on_both_backends, spawn_app_with};

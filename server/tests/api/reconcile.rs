@@ -9,7 +9,7 @@ use claimcheck_core::payments::{CheckoutUrls, OrderRequest, open_checkout};
 use claimcheck_core::reconcile::{ReconcileConfig, ReconcileError, run};
 use claimcheck_core::stripe::{ApiKey, ListError, StripeApi, StripeConfig};
 use claimcheck_core::worker::{Worker, WorkerConfig};
-use claimcheck_server::stripe_sim::{Fault, FaultMode, SimOptions, StripeSim};
+use claimcheck_sim::stripe_sim::{Fault, FaultMode, SimOptions, StripeSim};
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, TestApp, WEBHOOK_SECRET, on_both_backends, spawn_app};

@@ -3,7 +3,7 @@
 
 use claimcheck_core::now_ms;
 use claimcheck_core::token::{NewToken, token_hash};
-use claimcheck_server::simulate::{SimulateArgs, run_day};
+use claimcheck_sim::simulate::{SimulateArgs, run_day};
 
 use crate::helpers::{Backend, WEBHOOK_SECRET, spawn_app_with, spawn_instance};
 
@@ -141,7 +141,7 @@ async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
 /// duplicates and twins), on two instances sharing PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
-    use claimcheck_server::stripe_sim::{SimOptions, StripeSim};
+    use claimcheck_sim::stripe_sim::{SimOptions, StripeSim};
 
     let sim = StripeSim::start_with(
         "127.0.0.1:0".parse().unwrap(),

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::error::ServerError;
+use crate::SimError;
 
 mod events;
 
@@ -269,21 +269,18 @@ impl Default for SimOptions {
 
 impl StripeSim {
     /// Binds `bind` (port 0 picks a free port) and serves until dropped or stopped.
-    pub async fn start(bind: SocketAddr) -> Result<StripeSim, ServerError> {
+    pub async fn start(bind: SocketAddr) -> Result<StripeSim, SimError> {
         StripeSim::start_with(bind, SimOptions::default()).await
     }
 
     /// As [`StripeSim::start`], delivering events to `options.webhooks`.
-    pub async fn start_with(
-        bind: SocketAddr,
-        options: SimOptions,
-    ) -> Result<StripeSim, ServerError> {
+    pub async fn start_with(bind: SocketAddr, options: SimOptions) -> Result<StripeSim, SimError> {
         let listener = TcpListener::bind(bind)
             .await
-            .map_err(|source| ServerError::Bind { addr: bind, source })?;
+            .map_err(|source| SimError::Bind { addr: bind, source })?;
         let addr = listener
             .local_addr()
-            .map_err(|source| ServerError::Bind { addr: bind, source })?;
+            .map_err(|source| SimError::Bind { addr: bind, source })?;
         let (router, sim) = router(format!("http://{addr}"), options)?;
         let task = tokio::spawn(async move {
             let delivering = tokio::spawn(events::deliver_forever(sim));
@@ -305,7 +302,7 @@ impl StripeSim {
     }
 
     /// Serves until `shutdown` resolves.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), SimError> {
         shutdown.await;
         self.task.abort();
         Ok(())
@@ -318,7 +315,7 @@ impl Drop for StripeSim {
     }
 }
 
-fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), ServerError> {
+fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), SimError> {
     let instance = claimcheck_core::token::random_id("x")
         .map(|id| id[2..10].to_owned())
         .unwrap_or_else(|_| format!("{:08x}", now_ms() & 0xffff_ffff));
@@ -328,7 +325,7 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), Serv
         .map(|(url, secret)| {
             claimcheck_core::webhook::SigningSecret::new(secret)
                 .map(|secret| Endpoint { url, secret })
-                .map_err(|e| ServerError::Config(format!("--webhook-secret: {e}")))
+                .map_err(|e| SimError::Config(format!("--webhook-secret: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let sim = Sim {

@@ -3,16 +3,14 @@
 //! the server renders them for a signed-in operator: the events list, a later page of it, a
 //! search by email, and the orders search by email.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use claimcheck_core::auth::{Role, hash_password};
-use claimcheck_core::{DatabaseUrl, SYNTHETIC_CUSTOMERS, Store, StoreOptions, now_ms};
+use claimcheck_core::{DatabaseUrl, Store, StoreOptions, now_ms};
 use clap::Args;
-use tokio::sync::oneshot;
 
-use crate::error::ServerError;
-use crate::startup::{Application, ServeConfig, WebhookConfig};
+use crate::synthetic::{self, SYNTHETIC_CUSTOMERS};
+use crate::{Host, SimError};
 
 #[derive(Debug, Clone, Args)]
 pub struct DashboardBenchArgs {
@@ -48,15 +46,15 @@ fn report(line: &str) {
     println!("{line}");
 }
 
-pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
-    let dir = tempfile::tempdir().map_err(|e| ServerError::Command(e.to_string()))?;
+pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimError> {
+    let dir = tempfile::tempdir().map_err(|e| SimError::Failed(e.to_string()))?;
     let database_url = match &args.database_url {
         Some(url) => url.clone(),
         None => format!("sqlite://{}/bench.db", dir.path().display())
             .parse()
-            .map_err(|e| ServerError::Config(format!("{e}")))?,
+            .map_err(|e| SimError::Config(format!("{e}")))?,
     };
-    let wrap = |source| ServerError::Store {
+    let wrap = |source| SimError::Store {
         url: database_url.to_string(),
         source,
     };
@@ -66,10 +64,9 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
     store.migrate().await.map_err(wrap)?;
     let started = Instant::now();
     let since = now_ms() - args.claims * 10 - 60_000;
-    let added = store
-        .seed_synthetic(args.claims, since)
+    let added = synthetic::seed(&database_url, args.claims, since)
         .await
-        .map_err(wrap)?;
+        .map_err(SimError::Seed)?;
     report(&format!(
         "seeded {added} claims and orders ({} in all) in {:.1} s on {}",
         args.claims,
@@ -78,42 +75,28 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
     ));
     let hash = tokio::task::spawn_blocking(|| hash_password(PASSWORD))
         .await
-        .map_err(|e| ServerError::Command(e.to_string()))?
-        .map_err(|e| ServerError::Command(e.to_string()))?;
+        .map_err(|e| SimError::Failed(e.to_string()))?
+        .map_err(|e| SimError::Failed(e.to_string()))?;
     store
         .add_operator("bench", &hash, Role::Viewer, now_ms())
         .await
         .map_err(wrap)?;
     store.close().await;
 
-    let config = ServeConfig {
-        database_url,
-        bind: ([127, 0, 0, 1], 0).into(),
-        site_root: PathBuf::from("target/site"),
-        webhook: WebhookConfig {
-            verifier: None,
-            mode: claimcheck_core::webhook::StripeMode::Test,
-            max_body_bytes: 1024 * 1024,
-        },
-        worker: Default::default(),
-        workers: 0,
-        stripe: None,
-        checkout_urls: None,
-        dashboard: Default::default(),
-        retention: None,
-        reconcile: Default::default(),
-    };
-    let app = Application::build(config).await?;
-    let base = format!("http://{}", app.local_addr());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(app.run_until(async {
-        let _ = stopped.await;
-    }));
+    let server = host
+        .serve(vec![
+            format!("--database-url={}", database_url.expose()),
+            "--bind=127.0.0.1:0".into(),
+            "--workers=0".into(),
+            "--reconcile-interval=0".into(),
+        ])
+        .await?;
+    let base = server.base_url();
 
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| ServerError::Command(e.to_string()))?;
+        .map_err(|e| SimError::Failed(e.to_string()))?;
     let login = client
         .post(format!("{base}/login"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -123,13 +106,13 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
         ))
         .send()
         .await
-        .map_err(|e| ServerError::Command(format!("sign-in: {e}")))?;
+        .map_err(|e| SimError::Failed(format!("sign-in: {e}")))?;
     let cookie = login
         .headers()
         .get("set-cookie")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .ok_or_else(|| ServerError::Command("sign-in gave no session cookie".into()))?
+        .ok_or_else(|| SimError::Failed("sign-in gave no session cookie".into()))?
         .to_owned();
 
     // A page in the middle of the history, found through the list's own cursor format.
@@ -159,9 +142,9 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
                 .header("cookie", &cookie)
                 .send()
                 .await
-                .map_err(|e| ServerError::Command(format!("{path}: {e}")))?;
+                .map_err(|e| SimError::Failed(format!("{path}: {e}")))?;
             if response.status() != 200 {
-                return Err(ServerError::Command(format!(
+                return Err(SimError::Failed(format!(
                     "{path}: HTTP {}",
                     response.status()
                 )));
@@ -169,7 +152,7 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
             let body = response
                 .text()
                 .await
-                .map_err(|e| ServerError::Command(format!("{path}: {e}")))?;
+                .map_err(|e| SimError::Failed(format!("{path}: {e}")))?;
             times.push(started.elapsed());
             bytes = body.len();
         }
@@ -182,7 +165,5 @@ pub async fn run(args: DashboardBenchArgs) -> Result<(), ServerError> {
             bytes / 1024
         ));
     }
-    let _ = stop.send(());
-    let _ = server.await;
-    Ok(())
+    server.stop().await
 }

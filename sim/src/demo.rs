@@ -14,22 +14,18 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use claimcheck_core::auth::{Role, hash_password};
-use claimcheck_core::fulfilment::Packages;
-use claimcheck_core::payments::{self, CheckoutUrls};
+use claimcheck_core::payments;
 use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
 use claimcheck_core::token::{NewToken, random_id, token_hash};
-use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
-use claimcheck_core::worker::WorkerConfig;
-use claimcheck_core::{ClaimState, EventId, OrderId, Store, StoreOptions, now_ms};
+use claimcheck_core::webhook::SigningSecret;
+use claimcheck_core::{ClaimState, DatabaseUrl, EventId, OrderId, Store, StoreOptions, now_ms};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::oneshot;
 
-use crate::error::ServerError;
 use crate::simulate::{SimulateArgs, run_day};
-use crate::startup::{Application, DashboardConfig, ServeConfig, WebhookConfig};
 use crate::stripe_sim::StripeSim;
+use crate::{Host, SimError};
 
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
@@ -69,8 +65,61 @@ struct DemoState {
 
 const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
 
-fn fail(context: &str) -> impl Fn(String) -> ServerError + '_ {
-    move |e| ServerError::Command(format!("demo: {context}: {e}"))
+fn fail(context: &str) -> impl Fn(String) -> SimError + '_ {
+    move |e| SimError::Failed(format!("demo: {context}: {e}"))
+}
+
+/// The demo's Claimcheck, as `claimcheck serve` flags.
+#[derive(Debug, Clone)]
+struct ServeFlags {
+    database_url: DatabaseUrl,
+    bind: String,
+    /// Where customers come back after Checkout: the dashboard the demo prints.
+    shop: SocketAddr,
+    site_root: PathBuf,
+    webhook_secret: String,
+    stripe_api_base: String,
+    workers: usize,
+}
+
+impl ServeFlags {
+    fn with_bind(&self, bind: &str) -> ServeFlags {
+        ServeFlags {
+            bind: bind.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    fn with_workers(&self, workers: usize) -> ServeFlags {
+        ServeFlags {
+            workers,
+            ..self.clone()
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            format!("--database-url={}", self.database_url.expose()),
+            format!("--bind={}", self.bind),
+            format!("--site-root={}", self.site_root.display()),
+            format!("--webhook-secret={}", self.webhook_secret),
+            format!("--workers={}", self.workers),
+            // The crashed worker's claim stays stale for an operator to see and re-drive.
+            "--auto-rescue=false".into(),
+            "--retry-backoff-ms=500".into(),
+            format!("--packages={PACKAGES}"),
+            "--stripe-api-key=sk_test_demo".into(),
+            format!("--stripe-api-base={}", self.stripe_api_base),
+            "--stripe-timeout-ms=5000".into(),
+            format!(
+                "--checkout-success-url=http://{}/?paid={{CHECKOUT_SESSION_ID}}",
+                self.shop
+            ),
+            format!("--checkout-cancel-url=http://{}/", self.shop),
+            // The day's outage is repaired by a reconcile run the demo makes itself.
+            "--reconcile-interval=0".into(),
+        ]
+    }
 }
 
 /// Writes the demo's own lines to stdout: they are its output.
@@ -79,7 +128,7 @@ fn say(line: &str) {
     println!("{line}");
 }
 
-async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, ServerError> {
+async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, SimError> {
     let path = dir.join("demo.json");
     if let Ok(text) = std::fs::read_to_string(&path) {
         return serde_json::from_str(&text).map_err(|e| fail("demo.json")(e.to_string()));
@@ -139,34 +188,9 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, ServerError>
     Ok(state)
 }
 
-fn save_state(dir: &Path, state: &DemoState) -> Result<(), ServerError> {
+fn save_state(dir: &Path, state: &DemoState) -> Result<(), SimError> {
     let text = serde_json::to_string_pretty(state).map_err(|e| fail("demo.json")(e.to_string()))?;
     std::fs::write(dir.join("demo.json"), text).map_err(|e| fail("demo.json")(e.to_string()))
-}
-
-struct Running {
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), ServerError>>,
-}
-
-async fn start(config: ServeConfig) -> Result<Running, ServerError> {
-    let app = Application::build(config).await?;
-    let addr = app.local_addr();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(app.run_until(async {
-        let _ = stopped.await;
-    }));
-    Ok(Running { addr, stop, task })
-}
-
-impl Running {
-    async fn stop(self) -> Result<(), ServerError> {
-        let _ = self.stop.send(());
-        self.task
-            .await
-            .map_err(|e| ServerError::Command(format!("demo: server task: {e}")))?
-    }
 }
 
 fn signed(secret: &SigningSecret, body: &[u8]) -> String {
@@ -178,7 +202,7 @@ async fn post_event(
     base: &str,
     secret: &SigningSecret,
     body: &serde_json::Value,
-) -> Result<(), ServerError> {
+) -> Result<(), SimError> {
     let bytes = serde_json::to_vec(body).map_err(|e| fail("event")(e.to_string()))?;
     let response = client
         .post(format!("{base}/webhooks/stripe"))
@@ -222,12 +246,13 @@ fn crash_event(day: u32) -> String {
 /// A worker takes the day's crash event and dies holding the lease: a real process, parked
 /// at the `after-lease` failpoint and killed, on a server with no workers of its own.
 async fn stage_worker_crash(
-    config: &ServeConfig,
+    host: &dyn Host,
+    serve: &ServeFlags,
     secret: &SigningSecret,
     client: &reqwest::Client,
     store: &Store,
     day: u32,
-) -> Result<(), ServerError> {
+) -> Result<(), SimError> {
     let crash = crash_event(day);
     let event = EventId::parse(crash.as_str()).map_err(|e| fail("crash")(e.to_string()))?;
     if store
@@ -238,10 +263,9 @@ async fn stage_worker_crash(
     {
         return Ok(());
     }
-    let mut quiet = config.clone();
-    quiet.workers = 0;
-    quiet.bind = ([127, 0, 0, 1], 0).into();
-    let server = start(quiet).await?;
+    let server = host
+        .serve(serve.with_bind("127.0.0.1:0").with_workers(0).args())
+        .await?;
     let order = format!("ord_demo_crash_d{day}");
     let mut body = paid_session(
         &order,
@@ -250,7 +274,7 @@ async fn stage_worker_crash(
         40,
     );
     body["id"] = json!(crash);
-    post_event(client, &format!("http://{}", server.addr), secret, &body).await?;
+    post_event(client, &server.base_url(), secret, &body).await?;
     let exe = std::env::current_exe().map_err(|e| fail("crash")(e.to_string()))?;
     let mut doomed = tokio::process::Command::new(exe)
         .args([
@@ -260,7 +284,7 @@ async fn stage_worker_crash(
             "--reason",
             "demo: a worker takes it and dies",
         ])
-        .env("DATABASE_URL", config.database_url.expose())
+        .env("DATABASE_URL", serve.database_url.expose())
         .env("CLAIMCHECK_FAILPOINT", "after-lease")
         .env("CLAIMCHECK_LEASE_SECS", "1")
         .env("RUST_LOG", "off")
@@ -331,7 +355,7 @@ async fn deliver_sim_events(
     base: &str,
     secret: &SigningSecret,
     delivered: &mut std::collections::HashSet<String>,
-) -> Result<(), ServerError> {
+) -> Result<(), SimError> {
     let events: Vec<serde_json::Value> = client
         .get(format!("{sim}/_sim/events"))
         .send()
@@ -355,7 +379,7 @@ async fn sim_post(
     client: &reqwest::Client,
     url: String,
     body: serde_json::Value,
-) -> Result<serde_json::Value, ServerError> {
+) -> Result<serde_json::Value, SimError> {
     client
         .post(url)
         .json(&body)
@@ -381,7 +405,7 @@ async fn api_orders(
     store: &Store,
     stripe: &StripeApi,
     day: u32,
-) -> Result<(usize, usize, Vec<String>), ServerError> {
+) -> Result<(usize, usize, Vec<String>), SimError> {
     let sim = stripe.config().api_base.trim_end_matches('/').to_owned();
     let mut delivered = std::collections::HashSet::new();
     let (mut opened, mut refunded) = (0, 0);
@@ -519,7 +543,7 @@ async fn outage_repaired_by_reconcile(
     store: &Store,
     stripe: &StripeApi,
     day: u32,
-) -> Result<u64, ServerError> {
+) -> Result<u64, SimError> {
     let sim = stripe.config().api_base.trim_end_matches('/').to_owned();
     sim_post(
         client,
@@ -617,7 +641,7 @@ pub struct DemoReport {
     pub stale_claim_state: String,
 }
 
-pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
+pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
     std::fs::create_dir_all(&args.data_dir).map_err(|e| fail("data folder")(e.to_string()))?;
     let database_url: claimcheck_core::DatabaseUrl =
         format!("sqlite://{}/claimcheck.db", args.data_dir.display())
@@ -651,46 +675,23 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
     .map_err(|e| fail("Stripe client")(e.to_string()))?;
     let secret = SigningSecret::new(state.webhook_secret.clone())
         .map_err(|e| fail("secret")(e.to_string()))?;
-    let verifier = SignatureVerifier::new(vec![secret.clone()], Duration::from_secs(300))
-        .map_err(|e| fail("secret")(e.to_string()))?;
-    let config = ServeConfig {
+    let serve = ServeFlags {
         database_url: database_url.clone(),
-        bind: args.bind,
+        bind: args.bind.to_string(),
+        shop: args.bind,
         site_root: args.site_root.clone(),
-        webhook: WebhookConfig {
-            verifier: Some(verifier),
-            mode: StripeMode::Test,
-            max_body_bytes: 1024 * 1024,
-        },
-        worker: WorkerConfig {
-            // The crashed worker's claim stays stale for an operator to see and re-drive.
-            auto_rescue: false,
-            base_backoff: Duration::from_millis(500),
-            packages: PACKAGES.parse::<Packages>().map_err(fail("packages"))?,
-            ..WorkerConfig::default()
-        },
+        webhook_secret: state.webhook_secret.clone(),
+        stripe_api_base: sim.base_url(),
         workers: 2,
-        stripe: Some(stripe.clone()),
-        checkout_urls: Some(CheckoutUrls {
-            success_url: format!("http://{}/?paid={{CHECKOUT_SESSION_ID}}", args.bind),
-            cancel_url: format!("http://{}/", args.bind),
-        }),
-        dashboard: DashboardConfig::default(),
-        retention: None,
-        // The day's outage is repaired by a reconcile run the demo makes itself.
-        reconcile: crate::startup::ReconcileSchedule {
-            interval: Duration::ZERO,
-            ..Default::default()
-        },
     };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| fail("HTTP client")(e.to_string()))?;
 
-    stage_worker_crash(&config, &secret, &client, &store, state.days).await?;
-    let server = start(config).await?;
-    let base = format!("http://{}", server.addr);
+    stage_worker_crash(host, &serve, &secret, &client, &store, state.days).await?;
+    let server = host.serve(serve.args()).await?;
+    let base = server.base_url();
     // Stripe knows the endpoint (and its secret) from before: the simulator delivers what it
     // makes, like Stripe does.
     client
@@ -762,7 +763,7 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
             )
             .await
             .map_err(|e| fail("database")(e.to_string()))?;
-        Ok::<_, ServerError>(DemoReport {
+        Ok::<_, SimError>(DemoReport {
             day: state.days,
             exactly_once: verdict.exactly_once && money_wrong.is_empty(),
             api_orders: opened,
@@ -770,12 +771,12 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
             money_wrong,
             outage_recovered,
             stale_claim: crash,
-            stale_claim_state: claim.map(|c| c.status).unwrap_or_else(|| "missing".into()),
+            stale_claim_state: claim.map_or_else(|| "missing".into(), |c| c.status.to_string()),
         })
     };
     let report = tokio::select! {
         report = play => Some(report?),
-        _ = crate::shutdown::signal() => None,
+        _ = host.stop_signal() => None,
     };
     if let Some(report) = &report {
         let stale = report.stale_claim_state == ClaimState::Stale.as_str();
@@ -800,7 +801,7 @@ pub async fn run(args: DemoArgs) -> Result<(), ServerError> {
     }
     if report.is_some() && !args.exit_after_day {
         say("the dashboard keeps running; Ctrl-C stops it");
-        crate::shutdown::signal().await;
+        host.stop_signal().await;
     }
     server.stop().await?;
     sim.run_until(async {}).await?;

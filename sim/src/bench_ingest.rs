@@ -2,19 +2,16 @@
 //! to a webhook endpoint and reports throughput, latency and outcomes.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use claimcheck_core::webhook::{SignatureVerifier, SigningSecret, StripeMode};
-use claimcheck_core::worker::WorkerConfig;
-use claimcheck_core::{DatabaseUrl, now_ms};
+use claimcheck_core::webhook::SigningSecret;
+use claimcheck_core::{DatabaseUrl, Store, StoreOptions, now_ms};
 use clap::{Args, ValueEnum};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 
-use crate::error::ServerError;
-use crate::startup::{Application, ServeConfig, WebhookConfig};
+use crate::{Host, Instance, SimError};
 
 /// A real Checkout Session event (3.3 KB); ids are replaced per delivery.
 const TEMPLATE: &str =
@@ -69,15 +66,15 @@ pub enum Workload {
     Storm,
 }
 
-pub async fn run(args: BenchArgs) -> Result<(), ServerError> {
+pub async fn run(args: BenchArgs, host: &dyn Host) -> Result<(), SimError> {
     let secret = SigningSecret::new(args.secret.clone())
-        .map_err(|e| ServerError::Config(format!("--secret: {e}")))?;
+        .map_err(|e| SimError::Config(format!("--secret: {e}")))?;
     let mut local = None;
     let (target, backend) = match &args.target {
         Some(url) => (url.trim_end_matches('/').to_owned(), "remote".to_owned()),
         None => {
-            let server = LocalServer::start(&args, secret.clone()).await?;
-            let target = format!("http://{}", server.addr);
+            let server = LocalServer::start(&args, host).await?;
+            let target = server.instance.base_url();
             let backend = server.backend.clone();
             local = Some(server);
             (target, backend)
@@ -86,7 +83,7 @@ pub async fn run(args: BenchArgs) -> Result<(), ServerError> {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency.max(1) * 2)
         .build()
-        .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?;
+        .map_err(|e| SimError::Config(format!("HTTP client: {e}")))?;
     let run_id = now_ms();
     let shared = Arc::new(Shared {
         client,
@@ -112,7 +109,7 @@ pub async fn run(args: BenchArgs) -> Result<(), ServerError> {
             };
             report_fulfilment(&server, claims, run_id, started).await?;
         }
-        server.stop().await;
+        server.stop().await?;
     }
     Ok(())
 }
@@ -280,8 +277,8 @@ async fn report_fulfilment(
     claims: usize,
     since: i64,
     started: Instant,
-) -> Result<(), ServerError> {
-    let store_error = |source| ServerError::Store {
+) -> Result<(), SimError> {
+    let store_error = |source| SimError::Store {
         url: "bench database".to_owned(),
         source,
     };
@@ -296,7 +293,7 @@ async fn report_fulfilment(
             break times;
         }
         if Instant::now() > deadline {
-            return Err(ServerError::Command(format!(
+            return Err(SimError::Failed(format!(
                 "only {} of {claims} claims processed after 10 minutes",
                 times.len()
             )));
@@ -327,68 +324,51 @@ async fn report_fulfilment(
 
 /// A Claimcheck started inside the benchmark process.
 struct LocalServer {
-    addr: std::net::SocketAddr,
-    store: claimcheck_core::Store,
+    instance: Instance,
+    /// The benchmark's own handle on the server's database, to watch fulfilment.
+    store: Store,
     backend: String,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), ServerError>>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl LocalServer {
-    async fn start(args: &BenchArgs, secret: SigningSecret) -> Result<LocalServer, ServerError> {
+    async fn start(args: &BenchArgs, host: &dyn Host) -> Result<LocalServer, SimError> {
         let (database_url, dir) = match &args.database_url {
             Some(url) => (url.clone(), None),
             None => {
                 let dir = tempfile::tempdir()
-                    .map_err(|e| ServerError::Config(format!("temporary folder: {e}")))?;
+                    .map_err(|e| SimError::Config(format!("temporary folder: {e}")))?;
                 let url = format!("sqlite://{}/bench.db", dir.path().display());
-                let url = url
-                    .parse()
-                    .map_err(|e| ServerError::Config(format!("{e}")))?;
+                let url = url.parse().map_err(|e| SimError::Config(format!("{e}")))?;
                 (url, Some(dir))
             }
         };
-        let verifier = SignatureVerifier::new(vec![secret], Duration::from_secs(300))
-            .map_err(|e| ServerError::Config(e.to_string()))?;
-        let config = ServeConfig {
-            database_url,
-            bind: ([127, 0, 0, 1], 0).into(),
-            site_root: PathBuf::from("target/site"),
-            webhook: WebhookConfig {
-                verifier: Some(verifier),
-                mode: StripeMode::Test,
-                max_body_bytes: 1024 * 1024,
-            },
-            worker: WorkerConfig::default(),
-            // Without --workers the figures are ingestion's alone.
-            workers: args.workers,
-            stripe: None,
-            checkout_urls: None,
-            dashboard: Default::default(),
-            retention: None,
-            reconcile: Default::default(),
-        };
-        let app = Application::build(config).await?;
-        let addr = app.local_addr();
-        let backend = app.store().backend().as_str().to_owned();
-        let store = app.store().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(app.run_until(async {
-            let _ = stopped.await;
-        }));
+        let instance = host
+            .serve(vec![
+                format!("--database-url={}", database_url.expose()),
+                "--bind=127.0.0.1:0".into(),
+                format!("--webhook-secret={}", args.secret),
+                // Without --workers the figures are ingestion's alone.
+                format!("--workers={}", args.workers),
+                "--reconcile-interval=0".into(),
+            ])
+            .await?;
+        let store = Store::connect(&database_url, &StoreOptions::default())
+            .await
+            .map_err(|source| SimError::Store {
+                url: database_url.to_string(),
+                source,
+            })?;
         Ok(LocalServer {
-            addr,
+            instance,
+            backend: store.backend().as_str().to_owned(),
             store,
-            backend,
-            stop,
-            task,
             _dir: dir,
         })
     }
 
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+    async fn stop(self) -> Result<(), SimError> {
+        self.store.close().await;
+        self.instance.stop().await
     }
 }

@@ -18,7 +18,7 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::error::ServerError;
+use crate::SimError;
 
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
@@ -402,9 +402,9 @@ pub struct Verdict {
     pub settled_after_ms: u128,
 }
 
-pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
+pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
     let secret = SigningSecret::new(args.secret.clone())
-        .map_err(|e| ServerError::Config(format!("--secret: {e}")))?;
+        .map_err(|e| SimError::Config(format!("--secret: {e}")))?;
     let run = args
         .run
         .clone()
@@ -420,7 +420,7 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?;
+        .map_err(|e| SimError::Config(format!("HTTP client: {e}")))?;
     let targets: Vec<String> = args
         .targets
         .iter()
@@ -468,7 +468,7 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
             {
                 Ok(response) if response.status().is_success() => response.json().await.ok(),
                 Ok(response) if response.status() == reqwest::StatusCode::UNAUTHORIZED => {
-                    return Err(ServerError::Command(
+                    return Err(SimError::Failed(
                         "the API token was refused (claimcheck tokens create)".into(),
                     ));
                 }
@@ -556,12 +556,12 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, ServerError> {
 }
 
 /// `claimcheck simulate`: exit status 0 only with a true verdict.
-pub async fn run(args: SimulateArgs) -> Result<(), ServerError> {
+pub async fn run(args: SimulateArgs) -> Result<(), SimError> {
     let verdict = run_day(&args).await?;
     if verdict.exactly_once {
         Ok(())
     } else {
-        Err(ServerError::Command(format!(
+        Err(SimError::Failed(format!(
             "exactly-once verdict false: {} of {} orders are not where they should be",
             verdict.wrong.len(),
             verdict.orders
@@ -581,9 +581,9 @@ async fn through_the_simulator(
     targets: &[String],
     orders: &mut [SimOrder],
     sent: &mut Sent,
-) -> Result<(), ServerError> {
+) -> Result<(), SimError> {
     let sim = sim.trim_end_matches('/');
-    let failed = |what: &str, e: String| ServerError::Command(format!("simulator: {what}: {e}"));
+    let failed = |what: &str, e: String| SimError::Failed(format!("simulator: {what}: {e}"));
     let post = |url: String, body: Value| {
         let client = client.clone();
         async move {
@@ -629,7 +629,7 @@ async fn through_the_simulator(
             if !response.status().is_success() {
                 return Err(failed(&url, format!("HTTP {}", response.status())));
             }
-            Ok::<Value, ServerError>(response.json().await.unwrap_or(Value::Null))
+            Ok::<Value, SimError>(response.json().await.unwrap_or(Value::Null))
         }
     };
     let counts = || async {
@@ -664,7 +664,7 @@ async fn through_the_simulator(
             .await
             .map_err(|e| failed("order API", e.to_string()))?;
         if response.status() == reqwest::StatusCode::UNAUTHORIZED {
-            return Err(ServerError::Command(
+            return Err(SimError::Failed(
                 "the API token was refused (claimcheck tokens create)".into(),
             ));
         }

@@ -1,0 +1,212 @@
+//! `claimcheck claims`: list and show claims, re-drive a stuck one.
+
+use claimcheck_core::ops::Actor;
+use claimcheck_core::worker::{Attempt, Worker};
+use claimcheck_core::{ClaimState, EventId, now_ms};
+use clap::Subcommand;
+use serde::Serialize;
+
+use super::open;
+use super::output::{Output, print, print_json, table, time};
+use crate::config::flags::{DatabaseArgs, WorkerArgs};
+use crate::error::ServerError;
+
+#[derive(Debug, Subcommand)]
+pub enum ClaimsCommand {
+    /// Claims, newest first.
+    List {
+        /// Only claims in this state.
+        #[arg(long, value_parser = parse_state)]
+        status: Option<ClaimState>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// One claim with its deliveries.
+    Show {
+        event_id: EventId,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Run a pending, stale or failed claim now, through the worker's idempotent path.
+    Redrive {
+        event_id: EventId,
+        /// Why (kept in the audit log).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+}
+
+fn parse_state(value: &str) -> Result<ClaimState, String> {
+    value
+        .parse()
+        .map_err(|_| "expected one of pending, running, stale, failed, processed".to_owned())
+}
+
+pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
+    match command {
+        ClaimsCommand::List {
+            status,
+            limit,
+            output,
+            database,
+        } => {
+            let store = open(&database).await?;
+            let claims = store
+                .list_claims(status, now_ms(), limit)
+                .await
+                .map_err(database.error())?;
+            if output.json {
+                return print_json(&claims);
+            }
+            if claims.is_empty() {
+                print("No claims.");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = claims
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.event_id.clone(),
+                        c.event_type.clone(),
+                        c.object_id.clone(),
+                        c.status.to_string(),
+                        c.attempts.to_string(),
+                        c.last_error.clone().unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            print(&table(
+                &[
+                    "EVENT",
+                    "TYPE",
+                    "OBJECT",
+                    "STATUS",
+                    "ATTEMPTS",
+                    "LAST ERROR",
+                ],
+                &rows,
+            ));
+            Ok(())
+        }
+        ClaimsCommand::Show {
+            event_id,
+            output,
+            database,
+        } => {
+            let store = open(&database).await?;
+            let wrap = database.error();
+            let claim = store
+                .claim(&event_id, now_ms())
+                .await
+                .map_err(&wrap)?
+                .ok_or_else(|| ServerError::Command(format!("no claim has event id {event_id}")))?;
+            let deliveries = store.deliveries(&event_id).await.map_err(&wrap)?;
+            if output.json {
+                #[derive(Serialize)]
+                struct Shown<'a> {
+                    #[serde(flatten)]
+                    claim: &'a claimcheck_core::ClaimView,
+                    delivery_log: &'a [claimcheck_core::DeliveryView],
+                }
+                return print_json(&Shown {
+                    claim: &claim,
+                    delivery_log: &deliveries,
+                });
+            }
+            let mut text = format!(
+                "event      {}\ntype       {}\nobject     {}\nstatus     {}\nattempts   {}\n\
+                 last error {}\nlease      {} until {}\nreceived   {}\nprocessed  {}\n\
+                 deliveries {}\n",
+                claim.event_id,
+                claim.event_type,
+                claim.object_id,
+                claim.status,
+                claim.attempts,
+                claim.last_error.as_deref().unwrap_or("-"),
+                claim.lease_owner.as_deref().unwrap_or("-"),
+                time(claim.lease_expires_at),
+                time(Some(claim.received_at)),
+                time(claim.processed_at),
+                claim.deliveries,
+            );
+            for d in &deliveries {
+                text.push_str(&format!(
+                    "  {}  {}{}\n",
+                    time(Some(d.received_at)),
+                    d.outcome,
+                    d.duplicate_of
+                        .as_deref()
+                        .map(|o| format!(" (claimed by {o})"))
+                        .unwrap_or_default()
+                ));
+            }
+            print(text.trim_end());
+            Ok(())
+        }
+        ClaimsCommand::Redrive {
+            event_id,
+            reason,
+            output,
+            database,
+            worker,
+        } => {
+            let store = open(&database).await?;
+            let actor = Actor::cli().to_string();
+            let runner = Worker::new(store, actor.clone(), worker.config());
+            let result = runner
+                .redrive(&event_id, &actor, &reason)
+                .await
+                .map_err(database.error())?;
+            let (verdict, detail, ok) = match &result {
+                Ok(Attempt::Processed { .. }) => ("processed", String::new(), true),
+                Ok(Attempt::Failed { error, gave_up, .. }) => (
+                    if *gave_up {
+                        "failed"
+                    } else {
+                        "retry_scheduled"
+                    },
+                    error.clone(),
+                    false,
+                ),
+                Ok(Attempt::LeaseLost { .. }) => ("lease_lost", String::new(), false),
+                Ok(Attempt::Deferred { .. }) => (
+                    "deferred",
+                    "the database was unavailable; it will run again".to_owned(),
+                    false,
+                ),
+                Err(refused) => ("refused", refused.to_string(), false),
+            };
+            if output.json {
+                print_json(&serde_json::json!({
+                    "event_id": event_id.as_str(),
+                    "result": verdict,
+                    "detail": detail,
+                }))?;
+            } else if detail.is_empty() {
+                print(&format!("{event_id}: {verdict}"));
+            } else {
+                print(&format!("{event_id}: {verdict}: {detail}"));
+            }
+            if ok {
+                Ok(())
+            } else {
+                Err(ServerError::Command(format!(
+                    "re-drive of {event_id}: {verdict}"
+                )))
+            }
+        }
+    }
+}

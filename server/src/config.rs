@@ -1,0 +1,169 @@
+//! What `serve` needs to know: [`ServeConfig`] and its parts, with defaults that work out of
+//! the box. The command line's flags and environment variables that fill it are in
+//! [`flags`].
+
+pub mod flags;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use claimcheck_core::DatabaseUrl;
+use claimcheck_core::payments::CheckoutUrls;
+use claimcheck_core::stripe::StripeApi;
+use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
+use claimcheck_core::worker::WorkerConfig;
+
+use crate::client_ip::TrustedProxies;
+
+/// Everything `serve` needs to know.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub database_url: DatabaseUrl,
+    /// Port 0 picks a free port (tests).
+    pub bind: SocketAddr,
+    pub site_root: PathBuf,
+    pub webhook: WebhookConfig,
+    pub worker: WorkerConfig,
+    /// Fulfilment workers in this process (0: this instance only ingests).
+    pub workers: usize,
+    /// Outgoing Stripe calls; `None` without STRIPE_API_KEY.
+    pub stripe: Option<StripeApi>,
+    /// Where Checkout returns customers; `None`: the order API is not configured.
+    pub checkout_urls: Option<CheckoutUrls>,
+    pub dashboard: DashboardConfig,
+    /// Delivery logs and payloads of processed claims older than this are pruned; `None`
+    /// keeps everything.
+    pub retention: Option<Duration>,
+    /// The reconciler (runs when `stripe` is set and the interval is not zero).
+    pub reconcile: ReconcileSchedule,
+}
+
+/// How often the reconciler runs, and how.
+#[derive(Debug, Clone)]
+pub struct ReconcileSchedule {
+    /// Zero: never.
+    pub interval: Duration,
+    pub config: claimcheck_core::reconcile::ReconcileConfig,
+}
+
+impl Default for ReconcileSchedule {
+    fn default() -> Self {
+        ReconcileSchedule {
+            interval: Duration::from_secs(15 * 60),
+            config: claimcheck_core::reconcile::ReconcileConfig::default(),
+        }
+    }
+}
+
+/// Operator sessions on the dashboard.
+#[derive(Debug, Clone)]
+pub struct DashboardConfig {
+    /// A session ends after this long without a request.
+    pub idle_timeout: Duration,
+    /// A session ends this long after sign-in, however busy.
+    pub absolute_timeout: Duration,
+    /// `Secure` session cookie; `None`: as `public_url`'s scheme says, else secure unless
+    /// bound to a loopback address (plain HTTP on this machine only).
+    pub secure_cookie: Option<bool>,
+    /// Where people reach the dashboard (`https://pay.shop.ch`), e.g. through a TLS proxy.
+    pub public_url: Option<PublicUrl>,
+    /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` name the client.
+    pub trusted_proxies: TrustedProxies,
+    /// Who must sign in with a second factor.
+    pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
+}
+
+impl DashboardConfig {
+    /// Whether the session cookie is `Secure` for a server bound to `local_addr`.
+    pub fn secure_cookie(&self, local_addr: SocketAddr) -> bool {
+        self.secure_cookie
+            .or(self.public_url.as_ref().map(PublicUrl::is_https))
+            .unwrap_or(!local_addr.ip().is_loopback())
+    }
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            idle_timeout: Duration::from_secs(30 * 60),
+            absolute_timeout: Duration::from_secs(12 * 3600),
+            secure_cookie: None,
+            public_url: None,
+            trusted_proxies: TrustedProxies::default(),
+            require_two_factor: Default::default(),
+        }
+    }
+}
+
+/// The dashboard's public address: `http://` or `https://`, a host, no query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl(String);
+
+impl PublicUrl {
+    pub fn is_https(&self) -> bool {
+        self.0.starts_with("https://")
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for PublicUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let url = s.trim().trim_end_matches('/');
+        let host = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or("the public URL starts with https:// (or http://)")?;
+        if host.is_empty() || host.contains(['?', '#', ' ']) {
+            return Err("the public URL is https://HOST[:PORT][/PATH], nothing more".into());
+        }
+        Ok(PublicUrl(url.to_owned()))
+    }
+}
+
+/// How `POST /webhooks/stripe` checks deliveries.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// `None` without a signing secret: deliveries are answered 503 until one is set.
+    pub verifier: Option<SignatureVerifier>,
+    pub mode: StripeMode,
+    pub max_body_bytes: usize,
+}
+
+impl Default for WebhookConfig {
+    /// No signing secret yet, test mode, bodies up to 1 MiB.
+    fn default() -> Self {
+        WebhookConfig {
+            verifier: None,
+            mode: StripeMode::Test,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Default for ServeConfig {
+    /// `serve` with no flags and no environment: SQLite in `data/`, 127.0.0.1:3000, two
+    /// workers, no Stripe API key (order API and refunds off).
+    fn default() -> Self {
+        ServeConfig {
+            database_url: "sqlite://data/claimcheck.db"
+                .parse()
+                .unwrap_or_else(|_| unreachable!("a valid literal URL")),
+            bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            site_root: PathBuf::from("target/site"),
+            webhook: WebhookConfig::default(),
+            worker: WorkerConfig::default(),
+            workers: 2,
+            stripe: None,
+            checkout_urls: None,
+            dashboard: DashboardConfig::default(),
+            retention: None,
+            reconcile: ReconcileSchedule::default(),
+        }
+    }
+}
