@@ -12,6 +12,8 @@ mod ids;
 pub mod money;
 
 #[cfg(feature = "store")]
+pub mod audit;
+#[cfg(feature = "store")]
 mod clock;
 #[cfg(feature = "store")]
 mod database_url;

@@ -13,6 +13,7 @@ use stripe_checkout::checkout_session::{
 use stripe_core::refund::{CreateRefund, CreateRefundReason};
 use stripe_types::Currency;
 
+use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::Packages;
@@ -298,7 +299,7 @@ pub async fn refund(
     api: &StripeApi,
     order_id: &OrderId,
     amount: Option<i64>,
-    actor: &str,
+    actor: &Actor,
     reason: &str,
 ) -> Result<Refunded, PaymentError> {
     let order = existing_order(store, order_id).await?;
@@ -378,12 +379,14 @@ pub async fn refund(
         async move {
             store
                 .record_audit(
+                    &AuditRecord {
+                        actor,
+                        action: AuditAction::Refund,
+                        target: order_id.as_str(),
+                        reason,
+                        outcome: &format!("{key}: {outcome}"),
+                    },
                     now_ms(),
-                    actor,
-                    "refund",
-                    order_id.as_str(),
-                    reason,
-                    &format!("{key}: {outcome}"),
                 )
                 .await
         }

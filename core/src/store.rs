@@ -30,6 +30,7 @@ macro_rules! on_pool {
     };
 }
 
+mod audit;
 mod batch_writer;
 mod claims;
 mod deliveries;
@@ -40,10 +41,11 @@ mod reconcile;
 mod tokens;
 mod views;
 
+pub use audit::AuditEntry;
 pub use batch_writer::BatchWriter;
 pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, ClaimSource, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
-pub use operators::{AuditEntry, OperatorCredentials, OperatorView};
+pub use operators::{OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
 pub use reconcile::ReconcileRunView;
 pub use tokens::TokenView;
@@ -86,6 +88,12 @@ impl BeginWrite for PgPool {
         self.begin()
     }
 }
+
+/// A boxed statement of a backend's transaction, for the traits that bind one statement per
+/// method so that the logic chaining them is written once: a named future type keeps the
+/// worker's future `Send` for every lifetime (an `impl Future` in a trait does not, yet).
+type Write<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// Connection settings that do not belong in the URL.
 #[derive(Debug, Clone)]

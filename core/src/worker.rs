@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::claim::ClaimState;
 use crate::clock::now_ms;
 use crate::error::StoreError;
@@ -310,7 +311,7 @@ impl Worker {
     pub async fn redrive(
         &self,
         event_id: &EventId,
-        actor: &str,
+        actor: &Actor,
         reason: &str,
     ) -> Result<Result<Attempt, RedriveRefused>, StoreError> {
         if reason.trim().is_empty() {
@@ -347,12 +348,14 @@ impl Worker {
         };
         self.store
             .record_audit(
+                &AuditRecord {
+                    actor,
+                    action: AuditAction::Redrive,
+                    target: event_id.as_str(),
+                    reason: reason.trim(),
+                    outcome: &outcome,
+                },
                 now_ms(),
-                actor,
-                "redrive",
-                event_id.as_str(),
-                reason.trim(),
-                &outcome,
             )
             .await?;
         Ok(result)

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use claimcheck_core::audit::Actor;
 use claimcheck_core::auth::{Role, hash_password};
 use claimcheck_core::payments;
 use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
@@ -458,7 +459,7 @@ async fn api_orders(
                     stripe,
                     &order_id,
                     amount,
-                    "demo:admin",
+                    &Actor::Cli("demo".into()),
                     "customer asked",
                 )
                 .await

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Actor, OpsError};
+use crate::audit::{AuditAction, AuditRecord};
 use crate::auth::{Role, hash_password};
 use crate::clock::now_ms;
 use crate::store::Store;
@@ -55,12 +56,12 @@ impl AccessChange {
     }
 
     /// The audit log's name for it.
-    fn audit_action(self) -> &'static str {
+    fn audit_action(self) -> AuditAction {
         match self {
-            AccessChange::Disable => "operator_disable",
-            AccessChange::Enable => "operator_enable",
-            AccessChange::Remove => "operator_remove",
-            AccessChange::ResetTwoFactor => "operator_reset_2fa",
+            AccessChange::Disable => AuditAction::OperatorDisable,
+            AccessChange::Enable => AuditAction::OperatorEnable,
+            AccessChange::Remove => AuditAction::OperatorRemove,
+            AccessChange::ResetTwoFactor => AuditAction::OperatorResetTwoFactor,
         }
     }
 
@@ -112,12 +113,14 @@ pub async fn add_operator(
     }
     store
         .record_audit(
+            &AuditRecord {
+                actor,
+                action: AuditAction::OperatorAdd,
+                target: username.as_str(),
+                reason: &format!("role {role}"),
+                outcome: "done",
+            },
             now_ms(),
-            &actor.to_string(),
-            "operator_add",
-            username.as_str(),
-            &format!("role {role}"),
-            "done",
         )
         .await?;
     Ok(())
@@ -146,12 +149,14 @@ pub async fn change_access(
     }
     store
         .record_audit(
+            &AuditRecord {
+                actor,
+                action: change.audit_action(),
+                target: name,
+                reason: "",
+                outcome: "done",
+            },
             now_ms(),
-            &actor.to_string(),
-            change.audit_action(),
-            name,
-            "",
-            "done",
         )
         .await?;
     Ok(())

@@ -1,6 +1,7 @@
 //! A reconcile run an operator asks for, audited with its reason and what it found.
 
 use super::Actor;
+use crate::audit::{AuditAction, AuditRecord};
 use crate::clock::now_ms;
 use crate::reconcile::{ReconcileConfig, ReconcileError, ReconcileReport, run};
 use crate::store::Store;
@@ -18,8 +19,7 @@ pub async fn reconcile_now(
     since: Option<i64>,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
-    let actor = actor.to_string();
-    let outcome = run(store, api, config, &actor, since, dry_run).await;
+    let outcome = run(store, api, config, &actor.to_string(), since, dry_run).await;
     if dry_run {
         return outcome;
     }
@@ -32,12 +32,14 @@ pub async fn reconcile_now(
     };
     store
         .record_audit(
+            &AuditRecord {
+                actor,
+                action: AuditAction::Reconcile,
+                target: "stripe-events",
+                reason: reason.trim(),
+                outcome: &what,
+            },
             now_ms(),
-            &actor,
-            "reconcile",
-            "stripe-events",
-            reason.trim(),
-            &what,
         )
         .await?;
     outcome

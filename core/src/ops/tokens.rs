@@ -1,6 +1,7 @@
 //! API tokens for the order API: made and revoked by admins, each audited.
 
 use super::{Actor, OpsError};
+use crate::audit::{AuditAction, AuditRecord};
 use crate::clock::now_ms;
 use crate::store::Store;
 use crate::token::{NewToken, token_hash};
@@ -42,12 +43,14 @@ pub async fn create_token(
         .await?;
     store
         .record_audit(
+            &AuditRecord {
+                actor,
+                action: AuditAction::TokenCreate,
+                target: &token.token_id,
+                reason: name.as_str(),
+                outcome: "done",
+            },
             now_ms(),
-            &actor.to_string(),
-            "token_create",
-            &token.token_id,
-            name.as_str(),
-            "done",
         )
         .await?;
     Ok(token)
@@ -61,12 +64,14 @@ pub async fn revoke_token(store: &Store, actor: &Actor, token_id: &str) -> Resul
     }
     store
         .record_audit(
+            &AuditRecord {
+                actor,
+                action: AuditAction::TokenRevoke,
+                target: token_id,
+                reason: "",
+                outcome: "done",
+            },
             now_ms(),
-            &actor.to_string(),
-            "token_revoke",
-            token_id,
-            "",
-            "done",
         )
         .await?;
     Ok(())

@@ -6,7 +6,7 @@
 //! never complete a claim twice.
 
 use super::money::{MoneyTx, StepSource};
-use super::{BeginWrite, Pool, Store};
+use super::{BeginWrite, Pool, Store, Write};
 use crate::error::StoreError;
 use crate::fulfilment::{OrderFacts, Plan, SessionAction};
 use crate::ids::EventId;
@@ -201,10 +201,6 @@ const TAKE_FOR_REDRIVE: &str = "\
       AND (lease_expires_at IS NULL OR lease_expires_at <= $4) \
     RETURNING event_id, event_type, payload, attempts";
 
-const INSERT_AUDIT: &str = "\
-    INSERT INTO audit_log (at, actor, action, target, reason, outcome) \
-    VALUES ($1, $2, $3, $4, $5, $6)";
-
 fn session_status(action: SessionAction) -> &'static str {
     match action {
         SessionAction::Unlock => "paid",
@@ -213,90 +209,137 @@ fn session_status(action: SessionAction) -> &'static str {
     }
 }
 
-/// Binds an order's facts to `UPSERT_ORDER` and runs it in `$tx`.
-macro_rules! upsert_order {
-    ($tx:expr, $order:expr, $status:expr, $now:expr) => {{
-        let order: &OrderFacts = $order;
-        sqlx::query(UPSERT_ORDER)
-            .bind(order.order_id.as_str())
-            .bind(order.session_id.as_str())
-            .bind(order.payment_intent.as_deref())
-            .bind(order.customer_id.as_deref())
-            .bind(order.customer_email.as_deref())
-            .bind(order.package.as_deref())
-            .bind(order.credits)
-            .bind($status)
-            .bind(order.payment_status.as_str())
-            .bind($now)
-            .bind(order.amount)
-            .bind(order.currency.as_deref())
-            .execute(&mut *$tx)
-            .await?;
-    }};
+/// The statements of fulfilling one claim, bound once per backend; [`apply_plan`] chains
+/// them (with the settlement of [`MoneyTx`]) once for both.
+trait FulfilTx {
+    /// Creates the order or moves it forward (see `on_order_conflict!`).
+    fn upsert_order<'a>(
+        &'a mut self,
+        order: &'a OrderFacts,
+        status: &'static str,
+        now: i64,
+    ) -> Write<'a, ()>;
+    /// Writes the order's unlock for `event_id` if it is paid and has none; rows written.
+    fn unlock<'a>(&'a mut self, order_id: &'a str, event_id: &'a str, now: i64) -> Write<'a, u64>;
+    /// Marks the claim processed if `owner` still holds its lease; rows marked.
+    fn mark_processed<'a>(
+        &'a mut self,
+        event_id: &'a str,
+        owner: &'a str,
+        now: i64,
+    ) -> Write<'a, u64>;
 }
 
-/// Writes `plan`'s effect for `event_id` and marks it processed inside `$tx`, if `owner`
-/// still holds its lease; evaluates to what happened. Nothing is committed here.
-macro_rules! apply_plan {
-    ($tx:expr, $event_id:expr, $owner:expr, $plan:expr, $now:expr) => {{
-        let event_id: &str = $event_id;
-        let now: i64 = $now;
-        let plan: &Plan = $plan;
-        let mut missing_order = None;
-        match plan {
-            Plan::Session { order, action } => {
-                // The upsert takes the order's row lock before anything reads its ledger.
-                upsert_order!($tx, order, session_status(*action), now);
-                if *action == SessionAction::Unlock {
-                    let unlocked = sqlx::query(UNLOCK)
+macro_rules! impl_fulfil_tx {
+    ($db:ty) => {
+        impl FulfilTx for sqlx::Transaction<'static, $db> {
+            fn upsert_order<'a>(
+                &'a mut self,
+                order: &'a OrderFacts,
+                status: &'static str,
+                now: i64,
+            ) -> Write<'a, ()> {
+                Box::pin(async move {
+                    sqlx::query(UPSERT_ORDER)
                         .bind(order.order_id.as_str())
+                        .bind(order.session_id.as_str())
+                        .bind(order.payment_intent.as_deref())
+                        .bind(order.customer_id.as_deref())
+                        .bind(order.customer_email.as_deref())
+                        .bind(order.package.as_deref())
+                        .bind(order.credits)
+                        .bind(status)
+                        .bind(order.payment_status.as_str())
+                        .bind(now)
+                        .bind(order.amount)
+                        .bind(order.currency.as_deref())
+                        .execute(&mut **self)
+                        .await?;
+                    Ok(())
+                })
+            }
+
+            fn unlock<'a>(
+                &'a mut self,
+                order_id: &'a str,
+                event_id: &'a str,
+                now: i64,
+            ) -> Write<'a, u64> {
+                Box::pin(async move {
+                    Ok(sqlx::query(UNLOCK)
+                        .bind(order_id)
                         .bind(event_id)
                         .bind(now)
-                        .execute(&mut *$tx)
+                        .execute(&mut **self)
                         .await?
-                        .rows_affected();
-                    if unlocked == 1 {
-                        $tx.settle_credits(
-                            order.order_id.as_str(),
-                            StepSource::Event(event_id),
-                            now,
-                        )
-                        .await?;
-                    }
-                }
+                        .rows_affected())
+                })
             }
-            Plan::Money {
-                payment_intent,
-                event,
-            } => match $tx.lock_order_by_payment(payment_intent).await? {
-                None => missing_order = Some(payment_intent.clone()),
-                Some(order_id) => {
-                    $tx.record_money_event(&order_id, event, event_id, now)
-                        .await?;
-                    $tx.settle_credits(&order_id, StepSource::Event(event_id), now)
-                        .await?;
-                }
-            },
-        }
-        match missing_order {
-            Some(payment_intent) => Fulfilled::OrderNotFound { payment_intent },
-            None => {
-                crate::failpoint::hit("after-ledger").await;
-                let marked = sqlx::query(MARK_PROCESSED)
-                    .bind(event_id)
-                    .bind($owner)
-                    .bind(now)
-                    .execute(&mut *$tx)
-                    .await?
-                    .rows_affected();
-                if marked == 1 {
-                    Fulfilled::Processed
-                } else {
-                    Fulfilled::LeaseLost
-                }
+
+            fn mark_processed<'a>(
+                &'a mut self,
+                event_id: &'a str,
+                owner: &'a str,
+                now: i64,
+            ) -> Write<'a, u64> {
+                Box::pin(async move {
+                    Ok(sqlx::query(MARK_PROCESSED)
+                        .bind(event_id)
+                        .bind(owner)
+                        .bind(now)
+                        .execute(&mut **self)
+                        .await?
+                        .rows_affected())
+                })
             }
         }
-    }};
+    };
+}
+
+impl_fulfil_tx!(sqlx::Sqlite);
+impl_fulfil_tx!(sqlx::Postgres);
+
+/// Writes `plan`'s effect for `event_id` and marks it processed inside `tx`, if `owner`
+/// still holds its lease. Nothing is committed here.
+async fn apply_plan<T: FulfilTx + MoneyTx + Send>(
+    tx: &mut T,
+    event_id: &str,
+    owner: &str,
+    plan: &Plan,
+    now: i64,
+) -> Result<Fulfilled, StoreError> {
+    match plan {
+        Plan::Session { order, action } => {
+            // The upsert takes the order's row lock before anything reads its ledger.
+            tx.upsert_order(order, session_status(*action), now).await?;
+            if *action == SessionAction::Unlock
+                && tx.unlock(order.order_id.as_str(), event_id, now).await? == 1
+            {
+                tx.settle_credits(order.order_id.as_str(), StepSource::Event(event_id), now)
+                    .await?;
+            }
+        }
+        Plan::Money {
+            payment_intent,
+            event,
+        } => {
+            let Some(order_id) = tx.lock_order_by_payment(payment_intent).await? else {
+                return Ok(Fulfilled::OrderNotFound {
+                    payment_intent: payment_intent.clone(),
+                });
+            };
+            tx.record_money_event(&order_id, event, event_id, now)
+                .await?;
+            tx.settle_credits(&order_id, StepSource::Event(event_id), now)
+                .await?;
+        }
+    }
+    crate::failpoint::hit("after-ledger").await;
+    if tx.mark_processed(event_id, owner, now).await? == 1 {
+        Ok(Fulfilled::Processed)
+    } else {
+        Ok(Fulfilled::LeaseLost)
+    }
 }
 
 impl Store {
@@ -371,7 +414,7 @@ impl Store {
     ) -> Result<Fulfilled, StoreError> {
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let fulfilled = apply_plan!(tx, claim.event_id.as_str(), owner, plan, now);
+            let fulfilled = apply_plan(&mut tx, claim.event_id.as_str(), owner, plan, now).await?;
             if fulfilled == Fulfilled::Processed {
                 tx.commit().await?;
             }
@@ -396,7 +439,7 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let mut results = Vec::with_capacity(batch.len());
             for (claim, plan) in batch {
-                let fulfilled = apply_plan!(tx, claim.event_id.as_str(), owner, *plan, now);
+                let fulfilled = apply_plan(&mut tx, claim.event_id.as_str(), owner, plan, now).await?;
                 if fulfilled == Fulfilled::LeaseLost {
                     return Ok(None);
                 }
@@ -450,31 +493,6 @@ impl Store {
             payload,
             attempts,
         }))
-    }
-
-    /// Appends to the audit log.
-    pub async fn record_audit(
-        &self,
-        at: i64,
-        actor: &str,
-        action: &str,
-        target: &str,
-        reason: &str,
-        outcome: &str,
-    ) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(INSERT_AUDIT)
-                .bind(at)
-                .bind(actor)
-                .bind(action)
-                .bind(target)
-                .bind(reason)
-                .bind(outcome)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
-        Ok(())
     }
 
     /// Gives a leased claim back without counting its attempt (the database, not the claim,

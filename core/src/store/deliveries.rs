@@ -1,6 +1,6 @@
 //! Writing deliveries and claims: the one transaction the webhook answers after.
 
-use super::{BeginWrite, Pool, Store};
+use super::{BeginWrite, Pool, Store, Write};
 use crate::error::StoreError;
 use crate::ids::{EventId, ObjectId};
 use crate::webhook::{ActionKey, DeliveryOutcome, Envelope};
@@ -137,125 +137,199 @@ const INSERT_DELIVERY: &str = "\
         (event_id, event_type, object_id, outcome, duplicate_of, detail, received_at, source) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
-/// Inserts a delivery row. With `counted`, first checks that its event id does not already
-/// have its share of rows (callers that know the count already pass `false`).
-macro_rules! insert_delivery {
-    ($tx:expr, $row:expr, counted: $counted:expr) => {{
-        let row: &DeliveryRow<'_> = $row;
-        let kept: i64 = match row.event_id {
-            Some(id) if $counted => {
-                sqlx::query_scalar(COUNT_DELIVERIES)
-                    .bind(id)
-                    .fetch_one(&mut *$tx)
-                    .await?
-            }
-            _ => 0,
-        };
-        if kept < DELIVERIES_KEPT_PER_EVENT {
-            sqlx::query(INSERT_DELIVERY)
-                .bind(row.event_id)
-                .bind(row.event_type)
-                .bind(row.object_id)
-                .bind(row.outcome.as_str())
-                .bind(row.duplicate_of)
-                .bind(row.detail)
-                .bind(row.received_at)
-                .bind(row.source.as_str())
-                .execute(&mut *$tx)
-                .await?;
-        }
-    }};
+/// The statements of ingestion, bound once per backend. What chains them (the duplicate
+/// and twin rules) is written once, in [`apply_write`].
+trait IngestTx {
+    /// Inserts the claim unless its event id or action is taken; the rows inserted (0 or 1).
+    fn insert_claim<'a>(&'a mut self, claim: ClaimRow<'a>) -> Write<'a, u64>;
+    /// Counts one more delivery on an existing claim; `None` if the event id has no claim.
+    fn count_repeat<'a>(&'a mut self, event_id: &'a str) -> Write<'a, Option<i64>>;
+    /// The event id holding the action `(object_id, event_type, step)`.
+    fn find_action<'a>(&'a mut self, claim: ClaimRow<'a>) -> Write<'a, Option<String>>;
+    fn count_deliveries<'a>(&'a mut self, event_id: &'a str) -> Write<'a, i64>;
+    fn insert_delivery<'a>(&'a mut self, row: &'a DeliveryRow<'a>) -> Write<'a, ()>;
 }
 
-/// Applies one write inside the open transaction `$tx`; evaluates to its `WriteResult`.
-/// A unique violation on the event id or on the action key is a duplicate, never an error.
-macro_rules! apply_write {
-    ($tx:expr, $op:expr) => {{
-        match $op {
-            WriteOp::Claim {
-                envelope,
-                object_id,
-                action_key,
-                payload,
-                received_at,
-                source,
-            } => {
-                let inserted = sqlx::query(INSERT_CLAIM)
-                    .bind(envelope.id.as_str())
-                    .bind(envelope.event_type.as_str())
-                    .bind(object_id.as_str())
-                    .bind(*received_at)
-                    .bind(envelope.created)
-                    .bind(envelope.livemode)
-                    .bind(payload.as_str())
-                    .bind(action_key.step())
-                    .bind(source.as_str())
-                    .execute(&mut *$tx)
-                    .await?
-                    .rows_affected();
-                let repeats: Option<i64> = if inserted == 1 {
-                    None
-                } else {
-                    sqlx::query_scalar(COUNT_REPEAT)
-                        .bind(envelope.id.as_str())
-                        .fetch_optional(&mut *$tx)
+/// The columns of one claim insert.
+#[derive(Clone, Copy)]
+struct ClaimRow<'a> {
+    envelope: &'a Envelope,
+    object_id: &'a str,
+    action_step: &'a str,
+    payload: &'a str,
+    received_at: i64,
+    source: ClaimSource,
+}
+
+macro_rules! impl_ingest_tx {
+    ($db:ty) => {
+        impl IngestTx for sqlx::Transaction<'static, $db> {
+            fn insert_claim<'a>(&'a mut self, claim: ClaimRow<'a>) -> Write<'a, u64> {
+                Box::pin(async move {
+                    Ok(sqlx::query(INSERT_CLAIM)
+                        .bind(claim.envelope.id.as_str())
+                        .bind(claim.envelope.event_type.as_str())
+                        .bind(claim.object_id)
+                        .bind(claim.received_at)
+                        .bind(claim.envelope.created)
+                        .bind(claim.envelope.livemode)
+                        .bind(claim.payload)
+                        .bind(claim.action_step)
+                        .bind(claim.source.as_str())
+                        .execute(&mut **self)
                         .await?
-                };
-                let outcome = if inserted == 1 {
-                    ClaimOutcome::Claimed
-                } else if repeats.is_some() {
-                    ClaimOutcome::DuplicateEvent
-                } else {
-                    let original: String = sqlx::query_scalar(FIND_ACTION)
-                        .bind(action_key.step())
-                        .bind(object_id.as_str())
-                        .bind(envelope.event_type.as_str())
-                        .fetch_optional(&mut *$tx)
-                        .await?
-                        .ok_or_else(|| {
-                            StoreError::Corrupt(format!(
-                                "claim insert for {} conflicted, but no conflicting claim exists",
-                                envelope.id
-                            ))
-                        })?;
-                    ClaimOutcome::DuplicateAction {
-                        original: EventId::parse(original)
-                            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    }
-                };
-                let delivery_outcome = match outcome {
-                    ClaimOutcome::Claimed => DeliveryOutcome::Claimed,
-                    ClaimOutcome::DuplicateEvent => DeliveryOutcome::DuplicateEvent,
-                    ClaimOutcome::DuplicateAction { .. } => DeliveryOutcome::DuplicateAction,
-                };
-                let mut row =
-                    DeliveryRow::new(Some(envelope), delivery_outcome, None, *received_at);
-                row.source = *source;
-                if let ClaimOutcome::DuplicateAction { original } = &outcome {
-                    row.duplicate_of = Some(original.as_str());
-                }
-                match (&outcome, repeats) {
-                    (ClaimOutcome::DuplicateEvent, Some(n)) if n > DELIVERIES_KEPT_PER_EVENT => {}
-                    (ClaimOutcome::DuplicateAction { .. }, _) => {
-                        insert_delivery!($tx, &row, counted: true)
-                    }
-                    _ => insert_delivery!($tx, &row, counted: false),
-                }
-                WriteResult::Claim(outcome)
+                        .rows_affected())
+                })
             }
-            WriteOp::Record {
-                envelope,
-                outcome,
-                detail,
-                received_at,
-            } => {
-                let row =
-                    DeliveryRow::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
-                insert_delivery!($tx, &row, counted: true);
-                WriteResult::Recorded
+
+            fn count_repeat<'a>(&'a mut self, event_id: &'a str) -> Write<'a, Option<i64>> {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(COUNT_REPEAT)
+                        .bind(event_id)
+                        .fetch_optional(&mut **self)
+                        .await?)
+                })
+            }
+
+            fn find_action<'a>(&'a mut self, claim: ClaimRow<'a>) -> Write<'a, Option<String>> {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(FIND_ACTION)
+                        .bind(claim.action_step)
+                        .bind(claim.object_id)
+                        .bind(claim.envelope.event_type.as_str())
+                        .fetch_optional(&mut **self)
+                        .await?)
+                })
+            }
+
+            fn count_deliveries<'a>(&'a mut self, event_id: &'a str) -> Write<'a, i64> {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(COUNT_DELIVERIES)
+                        .bind(event_id)
+                        .fetch_one(&mut **self)
+                        .await?)
+                })
+            }
+
+            fn insert_delivery<'a>(&'a mut self, row: &'a DeliveryRow<'a>) -> Write<'a, ()> {
+                Box::pin(async move {
+                    sqlx::query(INSERT_DELIVERY)
+                        .bind(row.event_id)
+                        .bind(row.event_type)
+                        .bind(row.object_id)
+                        .bind(row.outcome.as_str())
+                        .bind(row.duplicate_of)
+                        .bind(row.detail)
+                        .bind(row.received_at)
+                        .bind(row.source.as_str())
+                        .execute(&mut **self)
+                        .await?;
+                    Ok(())
+                })
             }
         }
-    }};
+    };
+}
+
+impl_ingest_tx!(sqlx::Sqlite);
+impl_ingest_tx!(sqlx::Postgres);
+
+/// Inserts a delivery row. With `counted`, first checks that its event id does not already
+/// have its share of rows (callers that know the count already pass `false`).
+async fn log_delivery<T: IngestTx + Send>(
+    tx: &mut T,
+    row: &DeliveryRow<'_>,
+    counted: bool,
+) -> Result<(), StoreError> {
+    let kept = match row.event_id {
+        Some(id) if counted => tx.count_deliveries(id).await?,
+        _ => 0,
+    };
+    if kept < DELIVERIES_KEPT_PER_EVENT {
+        tx.insert_delivery(row).await?;
+    }
+    Ok(())
+}
+
+/// Applies one write inside the open transaction `tx`. A unique violation on the event id
+/// or on the action key is a duplicate, never an error.
+async fn apply_write<T: IngestTx + Send>(
+    tx: &mut T,
+    op: &WriteOp,
+) -> Result<WriteResult, StoreError> {
+    let (envelope, object_id, action_key, payload, received_at, source) = match op {
+        WriteOp::Claim {
+            envelope,
+            object_id,
+            action_key,
+            payload,
+            received_at,
+            source,
+        } => (
+            envelope,
+            object_id,
+            action_key,
+            payload,
+            *received_at,
+            *source,
+        ),
+        WriteOp::Record {
+            envelope,
+            outcome,
+            detail,
+            received_at,
+        } => {
+            let row =
+                DeliveryRow::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
+            log_delivery(tx, &row, true).await?;
+            return Ok(WriteResult::Recorded);
+        }
+    };
+    let claim = ClaimRow {
+        envelope,
+        object_id: object_id.as_str(),
+        action_step: action_key.step(),
+        payload,
+        received_at,
+        source,
+    };
+    let inserted = tx.insert_claim(claim).await?;
+    let repeats = if inserted == 1 {
+        None
+    } else {
+        tx.count_repeat(envelope.id.as_str()).await?
+    };
+    let outcome = if inserted == 1 {
+        ClaimOutcome::Claimed
+    } else if repeats.is_some() {
+        ClaimOutcome::DuplicateEvent
+    } else {
+        let original = tx.find_action(claim).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "claim insert for {} conflicted, but no conflicting claim exists",
+                envelope.id
+            ))
+        })?;
+        ClaimOutcome::DuplicateAction {
+            original: EventId::parse(original).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        }
+    };
+    let delivery_outcome = match outcome {
+        ClaimOutcome::Claimed => DeliveryOutcome::Claimed,
+        ClaimOutcome::DuplicateEvent => DeliveryOutcome::DuplicateEvent,
+        ClaimOutcome::DuplicateAction { .. } => DeliveryOutcome::DuplicateAction,
+    };
+    let mut row = DeliveryRow::new(Some(envelope), delivery_outcome, None, received_at);
+    row.source = source;
+    if let ClaimOutcome::DuplicateAction { original } = &outcome {
+        row.duplicate_of = Some(original.as_str());
+    }
+    match (&outcome, repeats) {
+        (ClaimOutcome::DuplicateEvent, Some(n)) if n > DELIVERIES_KEPT_PER_EVENT => {}
+        (ClaimOutcome::DuplicateAction { .. }, _) => log_delivery(tx, &row, true).await?,
+        _ => log_delivery(tx, &row, false).await?,
+    }
+    Ok(WriteResult::Claim(outcome))
 }
 
 /// PostgreSQL: claims of a whole batch in one statement; the ids it returns are the new
@@ -292,7 +366,7 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let mut results = Vec::with_capacity(ops.len());
             for op in ops {
-                results.push(apply_write!(tx, *op));
+                results.push(apply_write(&mut tx, op).await?);
             }
             tx.commit().await?;
             Ok(results)
@@ -391,7 +465,7 @@ async fn bulk_apply_postgres(
         if claimed {
             results.push(WriteResult::Claim(ClaimOutcome::Claimed));
         } else {
-            results.push(apply_write!(tx, *op));
+            results.push(apply_write(&mut tx, op).await?);
         }
     }
     tx.commit().await?;

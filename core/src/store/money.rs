@@ -4,9 +4,7 @@
 //! holds the order's row lock, so the ledger is read only after whatever else touches the
 //! order has committed.
 
-use std::future::Future;
-use std::pin::Pin;
-
+use super::Write;
 use crate::error::StoreError;
 use crate::fulfilment::MoneyEvent;
 use crate::money::{DisputeStatus, LedgerKind, MoneyFacts, OrderStatus, OutOfRange};
@@ -111,10 +109,6 @@ fn corrupt(what: impl std::fmt::Display) -> StoreError {
 fn out_of_range(order_id: &str) -> impl Fn(OutOfRange) -> StoreError + '_ {
     move |e| StoreError::Corrupt(format!("order {order_id}: {e}"))
 }
-
-/// A boxed write: a named future type keeps the worker's future `Send` for every lifetime
-/// (an `impl Future` in a trait does not, yet).
-pub(crate) type Write<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// Writes in a transaction that holds the order's row lock (SQLite: the database write lock
 /// of `BEGIN IMMEDIATE`; PostgreSQL: `SELECT … FOR UPDATE`).

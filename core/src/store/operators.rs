@@ -1,4 +1,4 @@
-//! Dashboard operators, their sessions, and the audit log as operators read it.
+//! Dashboard operators and their sessions.
 
 use serde::Serialize;
 
@@ -25,17 +25,6 @@ pub struct OperatorCredentials {
     pub password_hash: String,
     /// The TOTP secret: confirmed when `operator.two_factor`, else an enrolment under way.
     pub totp_secret: Option<TotpSecret>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
-pub struct AuditEntry {
-    pub id: i64,
-    pub at: i64,
-    pub actor: String,
-    pub action: String,
-    pub target: String,
-    pub reason: String,
-    pub outcome: String,
 }
 
 type OperatorRow = (
@@ -321,30 +310,5 @@ impl Store {
             sqlx::query(SQL).bind(now).execute(pool).await.map(|r| r.rows_affected())
         })?;
         Ok(n)
-    }
-
-    /// Every audit entry about `target` (an event id, an order id, an operator), oldest
-    /// first.
-    pub async fn audit_for(&self, target: &str) -> Result<Vec<AuditEntry>, StoreError> {
-        const SQL: &str = "SELECT id, at, actor, action, target, reason, outcome FROM audit_log \
-                           WHERE target = $1 ORDER BY id";
-        let entries = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(target).fetch_all(pool).await
-        })?;
-        Ok(entries)
-    }
-
-    /// The audit log, newest first, `limit` entries older than `before` (an id) if given.
-    pub async fn audit_log(
-        &self,
-        before: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        const SQL: &str = "SELECT id, at, actor, action, target, reason, outcome FROM audit_log \
-                           WHERE $1 IS NULL OR id < $1 ORDER BY id DESC LIMIT $2";
-        let entries = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(before).bind(limit).fetch_all(pool).await
-        })?;
-        Ok(entries)
     }
 }

@@ -164,8 +164,8 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
             worker,
         } => {
             let store = open(&database).await?;
-            let actor = Actor::cli().to_string();
-            let runner = Worker::new(store, actor.clone(), worker.config());
+            let actor = Actor::cli();
+            let runner = Worker::new(store, actor.to_string(), worker.config());
             let result = runner
                 .redrive(&event_id, &actor, &reason)
                 .await

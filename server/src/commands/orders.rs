@@ -164,7 +164,7 @@ async fn refund(
         &api,
         &order_id,
         amount,
-        &Actor::cli().to_string(),
+        &Actor::cli(),
         reason.trim(),
     )
     .await

@@ -89,8 +89,12 @@ async fn redrive(
             "Say why you re-drive it.",
         );
     }
-    let actor = Actor::Dashboard(operator.username.clone()).to_string();
-    let worker = Worker::new(state.store.clone(), actor.clone(), (*state.worker).clone());
+    let actor = Actor::Dashboard(operator.username.clone());
+    let worker = Worker::new(
+        state.store.clone(),
+        actor.to_string(),
+        (*state.worker).clone(),
+    );
     match worker.redrive(&event_id, &actor, form.reason.trim()).await {
         Ok(Ok(Attempt::Processed { .. })) => back(&page, "notice", "Re-driven: processed."),
         Ok(Ok(Attempt::Failed { error, gave_up, .. })) => back(
@@ -178,7 +182,7 @@ async fn refund(
             Err(problem) => return back(&format!("{page}/refund"), "error", &problem),
         }
     };
-    let actor = Actor::Dashboard(operator.username.clone()).to_string();
+    let actor = Actor::Dashboard(operator.username.clone());
     match payments::refund(
         &state.store,
         stripe,

@@ -10,6 +10,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
+use claimcheck_core::audit::{Actor, AuditAction, AuditRecord};
 use claimcheck_core::auth::{Role, SignedIn};
 use claimcheck_core::now_ms;
 use claimcheck_core::two_factor::{TotpSecret, new_recovery_codes, recovery_hash};
@@ -207,16 +208,18 @@ async fn confirm(
         Ok(false) => return account("error", "Start the set-up first."),
         Err(error) => return unavailable(&error),
     }
-    let actor = format!("dashboard:{}", operator.username);
+    let actor = Actor::Dashboard(operator.username.clone());
     if let Err(error) = state
         .store
         .record_audit(
+            &AuditRecord {
+                actor: &actor,
+                action: AuditAction::TwoFactorEnrol,
+                target: &operator.username,
+                reason: "enrolled from the dashboard",
+                outcome: "two-factor sign-in on; 10 recovery codes made",
+            },
             now_ms(),
-            &actor,
-            "two_factor_enrol",
-            &operator.username,
-            "enrolled from the dashboard",
-            "two-factor sign-in on; 10 recovery codes made",
         )
         .await
     {

@@ -1,5 +1,6 @@
 //! `claimcheck claims|orders|customers` against the database a running server writes to.
 
+use claimcheck_core::audit::Actor;
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use serde_json::Value;
 
@@ -213,7 +214,12 @@ async fn a_redrive_racing_workers_unlocks_once() {
         let redrive = {
             let worker = Worker::new(store.clone(), "operator", WorkerConfig::default());
             let id = "evt_pub0001paid".parse().unwrap();
-            tokio::spawn(async move { worker.redrive(&id, "ops", "race").await.unwrap() })
+            tokio::spawn(async move {
+                worker
+                    .redrive(&id, &Actor::Cli("ops".into()), "race")
+                    .await
+                    .unwrap()
+            })
         };
         for worker in workers {
             worker.await.unwrap();

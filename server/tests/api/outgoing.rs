@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use claimcheck_core::audit::Actor;
 use claimcheck_core::payments::{self, CheckoutUrls};
 use claimcheck_core::stripe::{ApiKey, CallError, StripeApi, StripeConfig};
 use claimcheck_core::token::{NewToken, token_hash};
@@ -239,7 +240,7 @@ impl Shop {
             &api,
             &OrderId::parse(order_id).unwrap(),
             amount,
-            "test:support",
+            &Actor::Dashboard("support".into()),
             "customer asked",
         )
         .await
