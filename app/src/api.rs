@@ -471,7 +471,8 @@ pub async fn get_two_factor() -> Result<TwoFactor, ServerFnError> {
     let (store, operator) = server::require(Role::Viewer).await?;
     let parts: http::request::Parts = leptos_axum::extract().await?;
     let credentials = store
-        .operator(&operator.username)
+        .operators()
+        .credentials(&operator.username)
         .await
         .map_err(server::unavailable)?
         .ok_or_else(|| ServerFnError::new("Sign in to continue."))?;
@@ -489,6 +490,7 @@ pub async fn get_two_factor() -> Result<TwoFactor, ServerFnError> {
         enabled,
         required: parts.extensions.get::<MustEnrol>().is_some(),
         recovery_codes_left: store
+            .operators()
             .recovery_codes_left(&operator.username)
             .await
             .map_err(server::unavailable)?,
@@ -508,7 +510,11 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
 
     let (store, operator) = server::require(Role::Viewer).await?;
     let now = now_ms();
-    let counts = store.claim_counts(now).await.map_err(server::unavailable)?;
+    let counts = store
+        .claims()
+        .counts(now)
+        .await
+        .map_err(server::unavailable)?;
     // 24 whole hours ending with the current one.
     let hour = 3_600_000;
     let since = (now / hour - 23) * hour;
@@ -523,6 +529,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         })
         .collect();
     for (i, outcome, n) in store
+        .claims()
         .deliveries_by_hour(since)
         .await
         .map_err(server::unavailable)?
@@ -537,6 +544,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
     }
     let midnight = now - now.rem_euclid(86_400_000);
     let credits_today = store
+        .orders()
         .credits_unlocked_since(midnight)
         .await
         .map_err(server::unavailable)?;
@@ -544,7 +552,8 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
     let quantile = |q| latency.as_ref().and_then(|l| (l.0)(q));
     let health = use_context::<ServerHealth>();
     let reconcile = store
-        .reconcile_runs(1)
+        .reconcile_runs()
+        .recent(1)
         .await
         .map_err(server::unavailable)?
         .pop()
@@ -628,6 +637,7 @@ pub async fn list_events(
         .split_once(':')
         .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())));
     let mut rows = store
+        .claims()
         .list_events(&filter, after, now_ms(), PAGE + 1)
         .await
         .map_err(server::unavailable)?;
@@ -655,12 +665,14 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
     let id = EventId::parse(event_id.trim()).map_err(|e| server::not_found(e.to_string()))?;
     let now = now_ms();
     let claim = store
-        .claim(&id, now)
+        .claims()
+        .get(&id, now)
         .await
         .map_err(server::unavailable)?
         .ok_or_else(|| server::not_found(format!("No event {id} was claimed.")))?;
     let payload = store
-        .claim_payload(&id)
+        .claims()
+        .payload(&id)
         .await
         .map_err(server::unavailable)?
         .unwrap_or_default();
@@ -672,6 +684,7 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
             .unwrap_or(payload.clone())
     };
     let deliveries = store
+        .claims()
         .deliveries(&id)
         .await
         .map_err(server::unavailable)?
@@ -686,9 +699,9 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         .collect();
     let planned = plan(&claim.event_type, &payload, &Packages::default());
     let order = match &planned {
-        Ok(Plan::Session { order, .. }) => store.order(&order.order_id).await,
+        Ok(Plan::Session { order, .. }) => store.orders().get(&order.order_id).await,
         Ok(Plan::Money { payment_intent, .. }) => {
-            store.order_by_payment_intent(payment_intent).await
+            store.orders().by_payment_intent(payment_intent).await
         }
         _ => Ok(None),
     }
@@ -699,7 +712,8 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         _ => order.as_ref().map(|o| o.order_id.clone()),
     };
     let audit = store
-        .audit_for(&claim.event_id)
+        .audit()
+        .about(&claim.event_id)
         .await
         .map_err(server::unavailable)?;
     let mut timeline = vec![TimelineEntry {
@@ -766,7 +780,8 @@ pub async fn search_orders(term: String) -> Result<OrderSearch, ServerFnError> {
         });
     }
     let orders: Vec<OrderDetail> = store
-        .find_orders(&term, 100)
+        .orders()
+        .find(&term, 100)
         .await
         .map_err(server::unavailable)?
         .into_iter()
@@ -784,7 +799,8 @@ pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
     let (store, _) = server::require(Role::Viewer).await?;
     let id = OrderId::parse(order_id.trim()).map_err(|e| server::not_found(e.to_string()))?;
     store
-        .order(&id)
+        .orders()
+        .get(&id)
         .await
         .map_err(server::unavailable)?
         .map(server::order_detail)
@@ -796,7 +812,8 @@ pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
 pub async fn get_audit(before: Option<i64>) -> Result<Vec<AuditRow>, ServerFnError> {
     let (store, _) = server::require(Role::Viewer).await?;
     let entries = store
-        .audit_log(before, 100)
+        .audit()
+        .newest(before, 100)
         .await
         .map_err(server::unavailable)?;
     Ok(entries
@@ -817,7 +834,11 @@ pub async fn get_audit(before: Option<i64>) -> Result<Vec<AuditRow>, ServerFnErr
 #[server(prefix = "/dashboard/fn", endpoint = "operators")]
 pub async fn list_operators() -> Result<Vec<OperatorRow>, ServerFnError> {
     let (store, _) = server::require(Role::Admin).await?;
-    let operators = store.operators().await.map_err(server::unavailable)?;
+    let operators = store
+        .operators()
+        .list()
+        .await
+        .map_err(server::unavailable)?;
     Ok(operators
         .into_iter()
         .map(|o| OperatorRow {

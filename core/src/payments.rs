@@ -145,7 +145,7 @@ pub async fn open_checkout(
         currency: price.currency.clone(),
         customer_email,
     };
-    let created = match store.create_order(&new, now_ms()).await? {
+    let created = match store.orders().create(&new, now_ms()).await? {
         OrderCreation::Created => true,
         OrderCreation::Existing => false,
         OrderCreation::Conflict => return Err(PaymentError::OrderConflict(order_id)),
@@ -162,6 +162,7 @@ pub async fn open_checkout(
         // Of two callers at once, one moves the order to the next generation; both then send
         // that generation's key.
         store
+            .orders()
             .expire_checkout(&order_id, order.checkout_generation, now)
             .await?;
         order = existing_order(store, &order_id).await?;
@@ -230,6 +231,7 @@ pub async fn open_checkout(
         }
     };
     store
+        .orders()
         .set_checkout_session(
             &order_id,
             &session_id,
@@ -246,7 +248,8 @@ pub async fn open_checkout(
 
 async fn existing_order(store: &Store, order_id: &OrderId) -> Result<OrderView, PaymentError> {
     store
-        .order(order_id)
+        .orders()
+        .get(order_id)
         .await?
         .ok_or_else(|| PaymentError::NoSuchOrder(order_id.clone()))
 }
@@ -378,7 +381,8 @@ pub async fn refund(
         let key = key.clone();
         async move {
             store
-                .record_audit(
+                .audit()
+                .record(
                     &AuditRecord {
                         actor,
                         action: AuditAction::Refund,
@@ -413,7 +417,10 @@ pub async fn refund(
             return Err(error.into());
         }
     };
-    let revoked_now = store.record_refund(order_id, &key, total, now_ms()).await?;
+    let revoked_now = store
+        .orders()
+        .record_refund(order_id, &key, total, now_ms())
+        .await?;
     audit(format!(
         "refunded {amount} ({}); credits {}",
         refund_id.as_deref().unwrap_or("refund id unknown"),

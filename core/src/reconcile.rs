@@ -110,7 +110,8 @@ pub async fn run(
         crate::token::random_id("reconcile").map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX / 2);
     let Some(cursor) = store
-        .take_reconcile_lease(&owner, started, lease_ms)
+        .reconcile_runs()
+        .take_lease(&owner, started, lease_ms)
         .await?
     else {
         return Err(ReconcileError::Busy);
@@ -127,10 +128,14 @@ pub async fn run(
         Err(error) => (&failed, Some(error.to_string())),
     };
     let recorded = store
-        .record_reconcile_run(started, finished, actor, report, error.as_deref())
+        .reconcile_runs()
+        .record(started, finished, actor, report, error.as_deref())
         .await;
     let new_cursor = (outcome.is_ok() && !dry_run).then_some(started / 1000);
-    let released = store.release_reconcile_lease(&owner, new_cursor).await;
+    let released = store
+        .reconcile_runs()
+        .release_lease(&owner, new_cursor)
+        .await;
     recorded?;
     released?;
     outcome
@@ -192,7 +197,7 @@ async fn run_leased(
             .or_default();
         counts.listed += 1;
         if dry_run {
-            if store.knows_event(&envelope).await? {
+            if store.claims().knows_event(&envelope).await? {
                 report.already_claimed += 1;
                 counts.already_claimed += 1;
             } else {
@@ -209,7 +214,7 @@ async fn run_leased(
             received_at: crate::clock::now_ms(),
             source: ClaimSource::Reconcile,
         };
-        match store.apply_writes(&[&op]).await?.pop() {
+        match store.claims().apply_writes(&[&op]).await?.pop() {
             Some(WriteResult::Claim(ClaimOutcome::Claimed)) => {
                 report.claimed += 1;
                 counts.claimed += 1;

@@ -129,6 +129,49 @@ impl MigrationStatus {
     }
 }
 
+/// The store's parts, one per aggregate, each a borrowed handle on the same pool:
+/// `store.claims().lease_due(…)`, `store.orders().get(…)`.
+macro_rules! aggregates {
+    ($($(#[$doc:meta])* $name:ident => $accessor:ident;)+) => {
+        $(
+            $(#[$doc])*
+            #[derive(Clone, Copy)]
+            pub struct $name<'s> {
+                pool: &'s Pool,
+            }
+        )+
+
+        impl Store {
+            $(
+                $(#[$doc])*
+                pub fn $accessor(&self) -> $name<'_> {
+                    $name { pool: &self.pool }
+                }
+            )+
+        }
+    };
+}
+
+aggregates! {
+    /// Claims on Stripe events: taken from deliveries, leased, fulfilled, failed, re-driven,
+    /// and read for the dashboard.
+    Claims => claims;
+    /// Orders and their credit ledger.
+    Orders => orders;
+    /// Outgoing Stripe requests, one per Idempotency-Key.
+    StripeRequests => stripe_requests;
+    /// Dashboard operators and their second factor.
+    Operators => operators;
+    /// Signed-in dashboard sessions.
+    Sessions => sessions;
+    /// The audit log of operator actions.
+    Audit => audit;
+    /// API tokens of the order API.
+    Tokens => tokens;
+    /// Reconcile runs and the lease that lets one run at a time.
+    ReconcileRuns => reconcile_runs;
+}
+
 /// The database, shared by every request handler and worker (cheap to clone).
 #[derive(Clone)]
 pub struct Store {
@@ -232,29 +275,6 @@ impl Store {
         Ok(exists)
     }
 
-    /// How many claims are in each state at `now_ms`.
-    pub async fn claim_counts(&self, now_ms: i64) -> Result<ClaimCounts, StoreError> {
-        const SQL: &str = "\
-            SELECT CASE \
-                     WHEN status <> 'processing' THEN status \
-                     WHEN lease_expires_at IS NULL THEN 'pending' \
-                     WHEN lease_expires_at > $1 THEN 'running' \
-                     ELSE 'stale' \
-                   END AS state, \
-                   COUNT(*) AS n \
-            FROM processed_stripe_events \
-            GROUP BY 1";
-        let rows: Vec<(String, i64)> = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(now_ms).fetch_all(pool).await
-        })?;
-        let mut counts = ClaimCounts::default();
-        for (state, n) in rows {
-            let state = ClaimState::from_str(&state).map_err(StoreError::Corrupt)?;
-            counts.add(state, n);
-        }
-        Ok(counts)
-    }
-
     /// Writes a consistent copy of a SQLite database to `path` while it serves (`VACUUM
     /// INTO`: one read transaction, so the copy is the database at one moment).
     pub async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
@@ -304,6 +324,31 @@ impl Store {
     /// Waits for in-flight queries and closes every connection.
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)
+    }
+}
+
+impl Claims<'_> {
+    /// How many claims are in each state at `now_ms`.
+    pub async fn counts(&self, now_ms: i64) -> Result<ClaimCounts, StoreError> {
+        const SQL: &str = "\
+            SELECT CASE \
+                     WHEN status <> 'processing' THEN status \
+                     WHEN lease_expires_at IS NULL THEN 'pending' \
+                     WHEN lease_expires_at > $1 THEN 'running' \
+                     ELSE 'stale' \
+                   END AS state, \
+                   COUNT(*) AS n \
+            FROM processed_stripe_events \
+            GROUP BY 1";
+        let rows: Vec<(String, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(SQL).bind(now_ms).fetch_all(pool).await
+        })?;
+        let mut counts = ClaimCounts::default();
+        for (state, n) in rows {
+            let state = ClaimState::from_str(&state).map_err(StoreError::Corrupt)?;
+            counts.add(state, n);
+        }
+        Ok(counts)
     }
 }
 

@@ -292,7 +292,8 @@ impl StripeApi {
         pairs.sort_unstable();
         let params_hash = sha256_hex(pairs.join("&").as_bytes());
         let record = store
-            .record_stripe_request(
+            .stripe_requests()
+            .record(
                 &key,
                 operation.as_str(),
                 operation.amount(),
@@ -314,11 +315,15 @@ impl StripeApi {
                 let backoff = self.config.base_backoff * 2u32.saturating_pow(attempt - 1);
                 tokio::time::sleep(backoff.min(Duration::from_secs(8))).await;
             }
-            match store.start_stripe_attempt(&key, now_ms()).await? {
+            match store
+                .stripe_requests()
+                .start_attempt(&key, now_ms())
+                .await?
+            {
                 Some(n) => attempts = n,
                 // Another caller finished it meanwhile.
                 None => {
-                    let record = store.stripe_request(&key).await?.ok_or_else(|| {
+                    let record = store.stripe_requests().get(&key).await?.ok_or_else(|| {
                         StoreError::Corrupt(format!("stripe request {key} vanished"))
                     })?;
                     if let Some(done) = final_state(record)? {
@@ -344,7 +349,8 @@ impl StripeApi {
                         error: None,
                     };
                     store
-                        .record_stripe_outcome(&key, &outcome, now_ms())
+                        .stripe_requests()
+                        .record_outcome(&key, &outcome, now_ms())
                         .await?;
                     return Ok(Sent::Answered(output));
                 }
@@ -366,7 +372,8 @@ impl StripeApi {
                 error: Some(&error),
             };
             store
-                .record_stripe_outcome(&key, &outcome, now_ms())
+                .stripe_requests()
+                .record_outcome(&key, &outcome, now_ms())
                 .await?;
             match failure.next {
                 Next::Retry => {

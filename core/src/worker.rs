@@ -127,6 +127,7 @@ impl Worker {
         let leased_at = now_ms();
         let claims = self
             .store
+            .claims()
             .lease_due(
                 &self.owner,
                 leased_at,
@@ -159,7 +160,12 @@ impl Worker {
         }
         if planned.len() > 1 {
             let batch: Vec<(&LeasedClaim, &Plan)> = planned.iter().map(|(c, p)| (c, p)).collect();
-            match self.store.fulfil_batch(&batch, &self.owner, now_ms()).await {
+            match self
+                .store
+                .claims()
+                .fulfil_batch(&batch, &self.owner, now_ms())
+                .await
+            {
                 Ok(Some(results)) => {
                     for ((claim, _), fulfilled) in planned.into_iter().zip(results) {
                         attempts.push(self.settle(claim, Ok(fulfilled)).await?);
@@ -206,7 +212,12 @@ impl Worker {
     ) -> Result<Fulfilled, StoreError> {
         let mut backoff = Duration::from_millis(50);
         loop {
-            match self.store.fulfil(claim, &self.owner, plan, now_ms()).await {
+            match self
+                .store
+                .claims()
+                .fulfil(claim, &self.owner, plan, now_ms())
+                .await
+            {
                 Err(error) if error.is_transient() => {
                     let wait = i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX / 2);
                     if now_ms() + wait >= deadline {
@@ -257,6 +268,7 @@ impl Worker {
                 let next =
                     now_ms() + i64::try_from(self.config.base_backoff.as_millis()).unwrap_or(0);
                 self.store
+                    .claims()
                     .release_uncounted(&claim.event_id, &self.owner, next, &error.to_string())
                     .await?;
                 Ok(Attempt::Deferred {
@@ -281,6 +293,7 @@ impl Worker {
         let next = now_ms() + i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX / 2);
         let gave_up = self
             .store
+            .claims()
             .record_failure(
                 &claim.event_id,
                 &self.owner,
@@ -320,6 +333,7 @@ impl Worker {
         let owner = format!("redrive:{actor}:{}", now_ms());
         let taken = self
             .store
+            .claims()
             .take_for_redrive(event_id, &owner, now_ms(), self.lease_ms())
             .await?;
         let result = match taken {
@@ -327,7 +341,7 @@ impl Worker {
                 let runner = Worker::new(self.store.clone(), owner, self.config.clone());
                 Ok(runner.work(claim).await?)
             }
-            None => Err(match self.store.claim(event_id, now_ms()).await? {
+            None => Err(match self.store.claims().get(event_id, now_ms()).await? {
                 None => RedriveRefused::NotFound(event_id.to_string()),
                 Some(claim) if claim.status == ClaimState::Processed => {
                     RedriveRefused::AlreadyProcessed
@@ -347,7 +361,8 @@ impl Worker {
             Err(refused) => format!("refused: {refused}"),
         };
         self.store
-            .record_audit(
+            .audit()
+            .record(
                 &AuditRecord {
                     actor,
                     action: AuditAction::Redrive,
@@ -366,6 +381,7 @@ impl Worker {
     pub async fn sweep(&self) -> Result<u64, StoreError> {
         let failed = self
             .store
+            .claims()
             .fail_exhausted_stale(now_ms(), self.config.max_attempts)
             .await?;
         if failed > 0 {

@@ -119,7 +119,7 @@ fn claim_op(payload: &str, received_at: i64) -> WriteOp {
 
 async fn claim(store: &Store, payload: &str, received_at: i64) -> ClaimOutcome {
     let op = claim_op(payload, received_at);
-    match store.apply_writes(&[&op]).await.unwrap().pop() {
+    match store.claims().apply_writes(&[&op]).await.unwrap().pop() {
         Some(WriteResult::Claim(outcome)) => outcome,
         other => panic!("a claim write answered {other:?}"),
     }
@@ -131,7 +131,8 @@ fn plan_of(claim: &LeasedClaim) -> Plan {
 
 async fn unlocks(store: &Store, order: &str) -> i64 {
     let order = store
-        .order(&OrderId::parse(order).unwrap())
+        .orders()
+        .get(&OrderId::parse(order).unwrap())
         .await
         .unwrap()
         .expect("the order exists");
@@ -186,7 +187,7 @@ async fn an_event_and_an_action_are_claimed_once(backend: Backend) {
     // A batch holding the same event twice claims it once.
     let other = paid_session("evt_once_3", "ord_other");
     let (a, b) = (claim_op(&other, 4), claim_op(&other, 4));
-    let results = store.apply_writes(&[&a, &b]).await.unwrap();
+    let results = store.claims().apply_writes(&[&a, &b]).await.unwrap();
     assert_eq!(
         results,
         vec![
@@ -194,7 +195,7 @@ async fn an_event_and_an_action_are_claimed_once(backend: Backend) {
             WriteResult::Claim(ClaimOutcome::DuplicateEvent)
         ]
     );
-    let counts = store.claim_counts(10).await.unwrap();
+    let counts = store.claims().counts(10).await.unwrap();
     assert_eq!(counts.total(), 2);
     db.close().await;
 }
@@ -203,12 +204,17 @@ async fn a_lease_belongs_to_one_worker_until_it_expires(backend: Backend) {
     let db = TestStore::open(backend).await;
     let store = &db.store;
     claim(store, &paid_session("evt_lease_1", "ord_lease"), 1).await;
-    let leased = store.lease_due("a", 100, 1_000, true, 8, 10).await.unwrap();
+    let leased = store
+        .claims()
+        .lease_due("a", 100, 1_000, true, 8, 10)
+        .await
+        .unwrap();
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].attempts, 1);
     // Held: nobody else gets it, with or without rescue.
     assert!(
         store
+            .claims()
             .lease_due("b", 500, 1_000, true, 8, 10)
             .await
             .unwrap()
@@ -217,12 +223,14 @@ async fn a_lease_belongs_to_one_worker_until_it_expires(backend: Backend) {
     // Expired: only a worker that rescues stale claims takes it.
     assert!(
         store
+            .claims()
             .lease_due("b", 2_000, 1_000, false, 8, 10)
             .await
             .unwrap()
             .is_empty()
     );
     let rescued = store
+        .claims()
         .lease_due("b", 2_000, 1_000, true, 8, 10)
         .await
         .unwrap();
@@ -231,13 +239,17 @@ async fn a_lease_belongs_to_one_worker_until_it_expires(backend: Backend) {
     // Stale on its last allowed attempt: failed, not rescued again.
     assert!(
         store
+            .claims()
             .lease_due("c", 4_000, 1_000, true, 2, 10)
             .await
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.fail_exhausted_stale(4_000, 2).await.unwrap(), 1);
-    assert_eq!(store.claim_counts(4_000).await.unwrap().failed, 1);
+    assert_eq!(
+        store.claims().fail_exhausted_stale(4_000, 2).await.unwrap(),
+        1
+    );
+    assert_eq!(store.claims().counts(4_000).await.unwrap().failed, 1);
     db.close().await;
 }
 
@@ -246,29 +258,34 @@ async fn a_claim_commits_only_while_its_lease_is_held(backend: Backend) {
     let store = &db.store;
     claim(store, &paid_session("evt_commit_1", "ord_commit"), 1).await;
     let slow = store
+        .claims()
         .lease_next("slow", 100, 1_000, true, 8)
         .await
         .unwrap()
         .unwrap();
     // The slow worker overran its lease; another one rescued the claim.
     let fast = store
+        .claims()
         .lease_next("fast", 2_000, 1_000, true, 8)
         .await
         .unwrap()
         .unwrap();
     let lost = store
+        .claims()
         .fulfil(&slow, "slow", &plan_of(&slow), 2_100)
         .await
         .unwrap();
     assert_eq!(lost, Fulfilled::LeaseLost);
     assert!(
         store
-            .order(&OrderId::parse("ord_commit").unwrap())
+            .orders()
+            .get(&OrderId::parse("ord_commit").unwrap())
             .await
             .unwrap()
             .is_none()
     );
     let done = store
+        .claims()
         .fulfil(&fast, "fast", &plan_of(&fast), 2_200)
         .await
         .unwrap();
@@ -276,13 +293,14 @@ async fn a_claim_commits_only_while_its_lease_is_held(backend: Backend) {
     // Fulfilling again (a late retry of the same plan) grants nothing more.
     assert_eq!(
         store
+            .claims()
             .fulfil(&fast, "fast", &plan_of(&fast), 2_300)
             .await
             .unwrap(),
         Fulfilled::LeaseLost
     );
     assert_eq!(unlocks(store, "ord_commit").await, 1);
-    assert_eq!(store.claim_counts(3_000).await.unwrap().processed, 1);
+    assert_eq!(store.claims().counts(3_000).await.unwrap().processed, 1);
     db.close().await;
 }
 
@@ -298,12 +316,14 @@ async fn a_batch_with_one_lease_lost_writes_nothing(backend: Backend) {
         .await;
     }
     let leased = store
+        .claims()
         .lease_due("batcher", 100, 1_000, true, 8, 10)
         .await
         .unwrap();
     assert_eq!(leased.len(), 5);
     // One of them is rescued by another worker after the batch's lease ran out.
     let taken = store
+        .claims()
         .lease_next("rescuer", 2_000, 60_000, true, 8)
         .await
         .unwrap()
@@ -311,23 +331,29 @@ async fn a_batch_with_one_lease_lost_writes_nothing(backend: Backend) {
     let plans: Vec<Plan> = leased.iter().map(plan_of).collect();
     let batch: Vec<(&LeasedClaim, &Plan)> = leased.iter().zip(&plans).collect();
     assert_eq!(
-        store.fulfil_batch(&batch, "batcher", 2_100).await.unwrap(),
+        store
+            .claims()
+            .fulfil_batch(&batch, "batcher", 2_100)
+            .await
+            .unwrap(),
         None
     );
     for i in 0..5 {
         let order = OrderId::parse(format!("ord_batch_{i}")).unwrap();
         assert!(
-            store.order(&order).await.unwrap().is_none(),
+            store.orders().get(&order).await.unwrap().is_none(),
             "order {i} written"
         );
     }
     // The rescuer completes its one; the batch's worker goes one by one and loses only that.
     let mine = store
+        .claims()
         .fulfil(&taken, "rescuer", &plan_of(&taken), 2_200)
         .await
         .unwrap();
     assert_eq!(mine, Fulfilled::Processed);
     let releases = store
+        .claims()
         .lease_due("batcher", 70_000, 1_000, true, 8, 10)
         .await
         .unwrap();
@@ -335,6 +361,7 @@ async fn a_batch_with_one_lease_lost_writes_nothing(backend: Backend) {
     let plans: Vec<Plan> = releases.iter().map(plan_of).collect();
     let batch: Vec<(&LeasedClaim, &Plan)> = releases.iter().zip(&plans).collect();
     let done = store
+        .claims()
         .fulfil_batch(&batch, "batcher", 70_100)
         .await
         .unwrap()
@@ -353,14 +380,15 @@ async fn redrive_is_a_compare_and_set(backend: Backend) {
     let id = EventId::parse("evt_cas_1").unwrap();
     // Two operators at once: one takes the lease, the other is refused.
     let (a, b) = tokio::join!(
-        store.take_for_redrive(&id, "op-a", 100, 60_000),
-        store.take_for_redrive(&id, "op-b", 100, 60_000)
+        store.claims().take_for_redrive(&id, "op-a", 100, 60_000),
+        store.claims().take_for_redrive(&id, "op-b", 100, 60_000)
     );
     let winners = [a.unwrap(), b.unwrap()].into_iter().flatten().count();
     assert_eq!(winners, 1);
     // A worker cannot take it while the re-drive holds it either.
     assert!(
         store
+            .claims()
             .lease_next("w", 200, 1_000, true, 8)
             .await
             .unwrap()
@@ -375,11 +403,13 @@ async fn failures_end_in_failed_after_the_last_attempt(backend: Backend) {
     claim(store, &paid_session("evt_fail_1", "ord_fail"), 1).await;
     let id = EventId::parse("evt_fail_1").unwrap();
     let first = store
+        .claims()
         .lease_next("w", 100, 1_000, true, 2)
         .await
         .unwrap()
         .unwrap();
     let failed = store
+        .claims()
         .record_failure(&first.event_id, "w", "boom", 150, 2)
         .await
         .unwrap();
@@ -387,32 +417,40 @@ async fn failures_end_in_failed_after_the_last_attempt(backend: Backend) {
     // Not due before its backoff.
     assert!(
         store
+            .claims()
             .lease_next("w", 120, 1_000, true, 2)
             .await
             .unwrap()
             .is_none()
     );
     let second = store
+        .claims()
         .lease_next("w", 200, 1_000, true, 2)
         .await
         .unwrap()
         .unwrap();
     // Someone else's failure report changes nothing.
     assert_eq!(
-        store.record_failure(&id, "x", "no", 300, 2).await.unwrap(),
+        store
+            .claims()
+            .record_failure(&id, "x", "no", 300, 2)
+            .await
+            .unwrap(),
         None
     );
     assert_eq!(
         store
+            .claims()
             .record_failure(&second.event_id, "w", "boom", 300, 2)
             .await
             .unwrap(),
         Some(true)
     );
-    assert_eq!(store.claim_counts(400).await.unwrap().failed, 1);
+    assert_eq!(store.claims().counts(400).await.unwrap().failed, 1);
     // A failed claim waits for an operator: no worker takes it, a re-drive may.
     assert!(
         store
+            .claims()
             .lease_next("w", 10_000, 1_000, true, 8)
             .await
             .unwrap()
@@ -420,6 +458,7 @@ async fn failures_end_in_failed_after_the_last_attempt(backend: Backend) {
     );
     assert!(
         store
+            .claims()
             .take_for_redrive(&id, "op", 10_000, 1_000)
             .await
             .unwrap()
@@ -433,7 +472,8 @@ async fn audit_entries_keep_their_fields(backend: Backend) {
     let store = &db.store;
     let actor = Actor::Dashboard("ana".into());
     store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor: &actor,
                 action: AuditAction::Redrive,
@@ -445,7 +485,7 @@ async fn audit_entries_keep_their_fields(backend: Backend) {
         )
         .await
         .unwrap();
-    let entries = store.audit_for("evt_x").await.unwrap();
+    let entries = store.audit().about("evt_x").await.unwrap();
     assert_eq!(entries.len(), 1);
     let entry = &entries[0];
     assert_eq!(

@@ -51,7 +51,8 @@ impl SessionStore for DbSessionStore {
             let id = record.id.to_string();
             if self
                 .store
-                .save_session(&id, &data, username.as_deref(), expires_at, true)
+                .sessions()
+                .save(&id, &data, username.as_deref(), expires_at, true)
                 .await
                 .map_err(backend)?
             {
@@ -65,7 +66,8 @@ impl SessionStore for DbSessionStore {
     async fn save(&self, record: &Record) -> Result<()> {
         let (data, username, expires_at) = encode(record)?;
         self.store
-            .save_session(
+            .sessions()
+            .save(
                 &record.id.to_string(),
                 &data,
                 username.as_deref(),
@@ -80,7 +82,8 @@ impl SessionStore for DbSessionStore {
     async fn load(&self, id: &Id) -> Result<Option<Record>> {
         let data = self
             .store
-            .load_session(&id.to_string(), now_ms())
+            .sessions()
+            .load(&id.to_string(), now_ms())
             .await
             .map_err(backend)?;
         data.map(|d| serde_json::from_str(&d).map_err(|e| Error::Decode(e.to_string())))
@@ -89,7 +92,8 @@ impl SessionStore for DbSessionStore {
 
     async fn delete(&self, id: &Id) -> Result<()> {
         self.store
-            .delete_session(&id.to_string())
+            .sessions()
+            .delete(&id.to_string())
             .await
             .map_err(backend)
     }

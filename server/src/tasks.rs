@@ -86,7 +86,8 @@ pub(crate) async fn housekeeping(
             }
         }
         match store
-            .delete_expired_sessions(claimcheck_core::now_ms())
+            .sessions()
+            .delete_expired(claimcheck_core::now_ms())
             .await
         {
             Ok(0) => {}

@@ -78,7 +78,8 @@ pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimErr
         .map_err(|e| SimError::Failed(e.to_string()))?
         .map_err(|e| SimError::Failed(e.to_string()))?;
     store
-        .add_operator("bench", &hash, Role::Viewer, now_ms())
+        .operators()
+        .add("bench", &hash, Role::Viewer, now_ms())
         .await
         .map_err(wrap)?;
     store.close().await;

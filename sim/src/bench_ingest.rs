@@ -286,6 +286,7 @@ async fn report_fulfilment(
     let times = loop {
         let times = server
             .store
+            .claims()
             .processing_times(since)
             .await
             .map_err(store_error)?;

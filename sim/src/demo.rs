@@ -139,7 +139,8 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, SimError> {
     // that a lost demo.json does not replay a day's order ids.
     let mut days = 0;
     while store
-        .claim(
+        .claims()
+        .get(
             &EventId::parse(crash_event(days + 1)).map_err(|e| fail("crash")(e.to_string()))?,
             now_ms(),
         )
@@ -167,17 +168,20 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, SimError> {
     let wrap = |e: claimcheck_core::StoreError| fail("database")(e.to_string());
     // A data folder that lost its demo.json keeps its operator: give it the new password.
     if !store
-        .add_operator(&state.username, &hash, Role::Admin, now_ms())
+        .operators()
+        .add(&state.username, &hash, Role::Admin, now_ms())
         .await
         .map_err(wrap)?
     {
         store
-            .set_operator_password(&state.username, &hash)
+            .operators()
+            .set_password(&state.username, &hash)
             .await
             .map_err(wrap)?;
     }
     store
-        .insert_token(
+        .tokens()
+        .insert(
             &token.token_id,
             "demo shop",
             &token_hash(&token.token),
@@ -257,7 +261,8 @@ async fn stage_worker_crash(
     let crash = crash_event(day);
     let event = EventId::parse(crash.as_str()).map_err(|e| fail("crash")(e.to_string()))?;
     if store
-        .claim(&event, now_ms())
+        .claims()
+        .get(&event, now_ms())
         .await
         .map_err(|e| fail("crash")(e.to_string()))?
         .is_some()
@@ -296,7 +301,7 @@ async fn stage_worker_crash(
         .map_err(|e| fail("crash")(e.to_string()))?;
     let leased = async {
         loop {
-            match store.claim(&event, now_ms()).await {
+            match store.claims().get(&event, now_ms()).await {
                 Ok(Some(claim)) if claim.lease_owner.is_some() => return,
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
@@ -444,7 +449,7 @@ async fn api_orders(
         }
         // The webhook's worker pays the order first.
         for _ in 0..100 {
-            if let Ok(Some(o)) = store.order(&order_id).await
+            if let Ok(Some(o)) = store.orders().get(&order_id).await
                 && o.status == "paid"
             {
                 break;
@@ -516,7 +521,7 @@ async fn api_orders(
         wrong.clear();
         for (order_id, after) in &expected {
             let (status, credits) = after.expected();
-            match store.order(order_id).await {
+            match store.orders().get(order_id).await {
                 Ok(Some(o)) if o.status == status && o.credits_granted == credits => {}
                 Ok(Some(o)) => wrong.push(format!(
                     "{order_id}: {} with {} credits, expected {status} with {credits}",
@@ -742,7 +747,7 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
                 .map_err(|e| fail("order")(e.to_string()))?;
             let mut paid = false;
             for _ in 0..200 {
-                if let Ok(Some(o)) = store.order(&order).await
+                if let Ok(Some(o)) = store.orders().get(&order).await
                     && o.status == "paid"
                     && o.credits_granted == 40
                 {
@@ -758,7 +763,8 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
         let verdict = run_day(&day).await?;
         let crash = crash_event(state.days);
         let claim = store
-            .claim(
+            .claims()
+            .get(
                 &EventId::parse(crash.as_str()).map_err(|e| fail("crash")(e.to_string()))?,
                 now_ms(),
             )

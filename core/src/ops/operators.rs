@@ -106,13 +106,15 @@ pub async fn add_operator(
         .await
         .map_err(|e| OpsError::Invalid(format!("hashing the password failed: {e}")))??;
     if !store
-        .add_operator(username.as_str(), &hash, role, now_ms())
+        .operators()
+        .add(username.as_str(), &hash, role, now_ms())
         .await?
     {
         return Err(OpsError::OperatorExists(username.to_string()));
     }
     store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor,
                 action: AuditAction::OperatorAdd,
@@ -139,16 +141,22 @@ pub async fn change_access(
     }
     let name = username.as_str();
     let done = match change {
-        AccessChange::Disable => store.set_operator_disabled(name, true, now_ms()).await?,
-        AccessChange::Enable => store.set_operator_disabled(name, false, now_ms()).await?,
-        AccessChange::Remove => store.remove_operator(name).await?,
-        AccessChange::ResetTwoFactor => store.reset_two_factor(name).await?,
+        AccessChange::Disable => store.operators().set_disabled(name, true, now_ms()).await?,
+        AccessChange::Enable => {
+            store
+                .operators()
+                .set_disabled(name, false, now_ms())
+                .await?
+        }
+        AccessChange::Remove => store.operators().remove(name).await?,
+        AccessChange::ResetTwoFactor => store.operators().reset_two_factor(name).await?,
     };
     if !done {
         return Err(OpsError::NoOperator(username.to_string()));
     }
     store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor,
                 action: change.audit_action(),

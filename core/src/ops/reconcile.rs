@@ -31,7 +31,8 @@ pub async fn reconcile_now(
         Err(error) => format!("failed: {error}"),
     };
     store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor,
                 action: AuditAction::Reconcile,

@@ -34,7 +34,8 @@ pub async fn create_token(
 ) -> Result<NewToken, OpsError> {
     let token = NewToken::generate().map_err(|e| OpsError::Random(e.to_string()))?;
     store
-        .insert_token(
+        .tokens()
+        .insert(
             &token.token_id,
             name.as_str(),
             &token_hash(&token.token),
@@ -42,7 +43,8 @@ pub async fn create_token(
         )
         .await?;
     store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor,
                 action: AuditAction::TokenCreate,
@@ -59,11 +61,12 @@ pub async fn create_token(
 /// Revokes a live token: requests carrying it are refused from now on.
 pub async fn revoke_token(store: &Store, actor: &Actor, token_id: &str) -> Result<(), OpsError> {
     let token_id = token_id.trim();
-    if !store.revoke_token(token_id, now_ms()).await? {
+    if !store.tokens().revoke(token_id, now_ms()).await? {
         return Err(OpsError::NoToken(token_id.to_owned()));
     }
     store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor,
                 action: AuditAction::TokenRevoke,

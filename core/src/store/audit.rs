@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::Store;
+use super::Audit;
 use crate::audit::AuditRecord;
 use crate::error::StoreError;
 
@@ -21,9 +21,9 @@ const INSERT_AUDIT: &str = "\
     INSERT INTO audit_log (at, actor, action, target, reason, outcome) \
     VALUES ($1, $2, $3, $4, $5, $6)";
 
-impl Store {
+impl Audit<'_> {
     /// Appends `entry` to the audit log, stamped `at` (unix ms).
-    pub async fn record_audit(&self, entry: &AuditRecord<'_>, at: i64) -> Result<(), StoreError> {
+    pub async fn record(self, entry: &AuditRecord<'_>, at: i64) -> Result<(), StoreError> {
         let actor = entry.actor.to_string();
         on_pool!(self, pool => {
             sqlx::query(INSERT_AUDIT)
@@ -42,7 +42,7 @@ impl Store {
 
     /// Every audit entry about `target` (an event id, an order id, an operator), oldest
     /// first.
-    pub async fn audit_for(&self, target: &str) -> Result<Vec<AuditEntry>, StoreError> {
+    pub async fn about(self, target: &str) -> Result<Vec<AuditEntry>, StoreError> {
         const SQL: &str = "SELECT id, at, actor, action, target, reason, outcome FROM audit_log \
                            WHERE target = $1 ORDER BY id";
         let entries = on_pool!(self, pool => {
@@ -52,8 +52,8 @@ impl Store {
     }
 
     /// The audit log, newest first, `limit` entries older than `before` (an id) if given.
-    pub async fn audit_log(
-        &self,
+    pub async fn newest(
+        self,
         before: Option<i64>,
         limit: i64,
     ) -> Result<Vec<AuditEntry>, StoreError> {

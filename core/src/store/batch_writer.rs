@@ -61,7 +61,7 @@ async fn run_lane(store: Store, mut queue: mpsc::Receiver<(WriteOp, Reply)>, max
     let mut batch = Vec::with_capacity(max_batch);
     while queue.recv_many(&mut batch, max_batch).await > 0 {
         let ops: Vec<&WriteOp> = batch.iter().map(|(op, _)| op).collect();
-        match store.apply_writes(&ops).await {
+        match store.claims().apply_writes(&ops).await {
             Ok(results) => {
                 for ((_, reply), result) in batch.drain(..).zip(results) {
                     let _ = reply.send(Ok(result));
@@ -80,6 +80,7 @@ async fn run_lane(store: Store, mut queue: mpsc::Receiver<(WriteOp, Reply)>, max
                 );
                 for (op, reply) in batch.drain(..) {
                     let result = store
+                        .claims()
                         .apply_writes(&[&op])
                         .await
                         .and_then(|mut results| results.pop().ok_or(StoreError::WriterStopped));

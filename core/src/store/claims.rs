@@ -6,7 +6,7 @@
 //! never complete a claim twice.
 
 use super::money::{MoneyTx, StepSource};
-use super::{BeginWrite, Pool, Store, Write};
+use super::{BeginWrite, Claims, Pool, Write};
 use crate::error::StoreError;
 use crate::fulfilment::{OrderFacts, Plan, SessionAction};
 use crate::ids::EventId;
@@ -342,10 +342,10 @@ async fn apply_plan<T: FulfilTx + MoneyTx + Send>(
     }
 }
 
-impl Store {
+impl Claims<'_> {
     /// Leases the next due claim to `owner` (see [`Store::lease_due`]).
     pub async fn lease_next(
-        &self,
+        self,
         owner: &str,
         now: i64,
         lease_ms: i64,
@@ -362,7 +362,7 @@ impl Store {
     /// `rescue_stale`, claims whose lease expired (their worker died) are due too, while they
     /// have attempts left (`max_attempts`).
     pub async fn lease_due(
-        &self,
+        self,
         owner: &str,
         now: i64,
         lease_ms: i64,
@@ -406,7 +406,7 @@ impl Store {
     /// Applies `plan` for `claim` and marks it processed, in one transaction that commits
     /// only while `owner` still holds the lease.
     pub async fn fulfil(
-        &self,
+        self,
         claim: &LeasedClaim,
         owner: &str,
         plan: &Plan,
@@ -427,7 +427,7 @@ impl Store {
     /// the lease of any of them was lost: nothing is written and the caller goes one by one.
     /// A refund whose order is not known yet is skipped (no writes) and reported as such.
     pub async fn fulfil_batch(
-        &self,
+        self,
         batch: &[(&LeasedClaim, &Plan)],
         owner: &str,
         now: i64,
@@ -452,7 +452,7 @@ impl Store {
 
     /// Fails stale claims that have used up their attempts; returns how many.
     pub async fn fail_exhausted_stale(
-        &self,
+        self,
         now: i64,
         max_attempts: i64,
     ) -> Result<u64, StoreError> {
@@ -469,7 +469,7 @@ impl Store {
 
     /// Takes the lease on `event_id` for a re-drive, if it is pending, stale or failed.
     pub async fn take_for_redrive(
-        &self,
+        self,
         event_id: &EventId,
         owner: &str,
         now: i64,
@@ -498,7 +498,7 @@ impl Store {
     /// Gives a leased claim back without counting its attempt (the database, not the claim,
     /// was the problem).
     pub async fn release_uncounted(
-        &self,
+        self,
         event_id: &EventId,
         owner: &str,
         next_attempt_at: i64,
@@ -522,7 +522,7 @@ impl Store {
     /// `next_attempt_at`, or marked `failed` once it has had `max_attempts`. Returns whether
     /// it is now failed; `None` if `owner` no longer held the lease.
     pub async fn record_failure(
-        &self,
+        self,
         event_id: &EventId,
         owner: &str,
         error: &str,
@@ -568,12 +568,12 @@ fn distinct_sessions<'a>(batch: &[(&'a LeasedClaim, &'a Plan)]) -> Option<Sessio
     Some(sessions)
 }
 
-impl Store {
+impl Claims<'_> {
     /// Fulfils a batch of session plans for distinct orders set-based: one statement upserts
     /// every order, one writes every unlock, one marks every claim processed, all in one
     /// transaction that commits only if `owner` still holds every lease.
     async fn fulfil_sessions(
-        &self,
+        self,
         sessions: SessionBatch<'_>,
         owner: &str,
         now: i64,

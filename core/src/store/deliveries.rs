@@ -1,6 +1,6 @@
 //! Writing deliveries and claims: the one transaction the webhook answers after.
 
-use super::{BeginWrite, Pool, Store, Write};
+use super::{BeginWrite, Claims, Pool, Write};
 use crate::error::StoreError;
 use crate::ids::{EventId, ObjectId};
 use crate::webhook::{ActionKey, DeliveryOutcome, Envelope};
@@ -350,9 +350,9 @@ const BULK_INSERT_CLAIMED_DELIVERIES: &str = "\
     SELECT e, t, o, 'claimed', r, s \
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[]) AS u(e, t, o, r, s)";
 
-impl Store {
+impl Claims<'_> {
     /// Applies `ops` in order in one transaction: all of them become durable, or none.
-    pub async fn apply_writes(&self, ops: &[&WriteOp]) -> Result<Vec<WriteResult>, StoreError> {
+    pub async fn apply_writes(self, ops: &[&WriteOp]) -> Result<Vec<WriteResult>, StoreError> {
         let claims = ops
             .iter()
             .filter(|op| matches!(op, WriteOp::Claim { .. }))

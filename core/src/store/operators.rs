@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{BeginWrite, Store};
+use super::{BeginWrite, Operators, Sessions};
 use crate::auth::Role;
 use crate::error::StoreError;
 use crate::two_factor::TotpSecret;
@@ -57,10 +57,10 @@ const OPERATOR_COLUMNS: &str =
 
 const DELETE_SESSIONS_OF: &str = "DELETE FROM dashboard_sessions WHERE username = $1";
 
-impl Store {
+impl Operators<'_> {
     /// Adds an operator; `false` if the username is taken.
-    pub async fn add_operator(
-        &self,
+    pub async fn add(
+        self,
         username: &str,
         password_hash: &str,
         role: Role,
@@ -75,8 +75,8 @@ impl Store {
         Ok(n == 1)
     }
 
-    pub async fn operator(
-        &self,
+    pub async fn credentials(
+        self,
         username: &str,
     ) -> Result<Option<OperatorCredentials>, StoreError> {
         let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE username = $1");
@@ -86,7 +86,7 @@ impl Store {
         row.map(operator_row).transpose()
     }
 
-    pub async fn operators(&self) -> Result<Vec<OperatorView>, StoreError> {
+    pub async fn list(self) -> Result<Vec<OperatorView>, StoreError> {
         let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY username");
         let rows: Vec<OperatorRow> = on_pool!(self, pool => {
             sqlx::query_as(&sql).fetch_all(pool).await
@@ -97,8 +97,8 @@ impl Store {
     }
 
     /// Replaces an operator's password hash; `false` if there is no such operator.
-    pub async fn set_operator_password(
-        &self,
+    pub async fn set_password(
+        self,
         username: &str,
         password_hash: &str,
     ) -> Result<bool, StoreError> {
@@ -112,8 +112,8 @@ impl Store {
 
     /// Disables (or enables again) an operator; `false` if there is no such operator. A
     /// disabled operator's sessions end with it.
-    pub async fn set_operator_disabled(
-        &self,
+    pub async fn set_disabled(
+        self,
         username: &str,
         disabled: bool,
         now: i64,
@@ -134,7 +134,7 @@ impl Store {
     }
 
     /// Removes an operator and every session and recovery code of theirs.
-    pub async fn remove_operator(&self, username: &str) -> Result<bool, StoreError> {
+    pub async fn remove(self, username: &str) -> Result<bool, StoreError> {
         const SQL: &str = "DELETE FROM operators WHERE username = $1";
         const CODES: &str = "DELETE FROM recovery_codes WHERE username = $1";
         let n = on_pool!(self, pool => {
@@ -151,7 +151,7 @@ impl Store {
     /// Starts (or restarts) enrolling a second factor: the secret is kept, not yet required.
     /// `false` if the operator has a confirmed one (reset it first) or does not exist.
     pub async fn begin_two_factor(
-        &self,
+        self,
         username: &str,
         secret: &TotpSecret,
     ) -> Result<bool, StoreError> {
@@ -167,7 +167,7 @@ impl Store {
     /// Confirms the enrolment whose code belonged to `step` and stores the recovery codes'
     /// hashes (replacing any). `false` if there was no enrolment under way.
     pub async fn confirm_two_factor(
-        &self,
+        self,
         username: &str,
         step: i64,
         recovery_hashes: &[String],
@@ -197,7 +197,7 @@ impl Store {
 
     /// Accepts a code's time step once: `false` if this step (or a later one) was used
     /// already, so a code seen over a shoulder or replayed is refused.
-    pub async fn accept_totp_step(&self, username: &str, step: i64) -> Result<bool, StoreError> {
+    pub async fn accept_totp_step(self, username: &str, step: i64) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE operators SET totp_last_step = $2 WHERE username = $1 \
             AND totp_enabled_at IS NOT NULL AND (totp_last_step IS NULL OR totp_last_step < $2)";
         let n = on_pool!(self, pool => {
@@ -212,7 +212,7 @@ impl Store {
 
     /// Uses a recovery code once; `false` if it is unknown or used.
     pub async fn use_recovery_code(
-        &self,
+        self,
         username: &str,
         code_hash: &str,
         now: i64,
@@ -230,7 +230,7 @@ impl Store {
     }
 
     /// Recovery codes not used yet.
-    pub async fn recovery_codes_left(&self, username: &str) -> Result<i64, StoreError> {
+    pub async fn recovery_codes_left(self, username: &str) -> Result<i64, StoreError> {
         const SQL: &str =
             "SELECT COUNT(*) FROM recovery_codes WHERE username = $1 AND used_at IS NULL";
         let n = on_pool!(self, pool => {
@@ -241,7 +241,7 @@ impl Store {
 
     /// Removes an operator's second factor and recovery codes and ends their sessions (a
     /// lost phone); `false` if there is no such operator.
-    pub async fn reset_two_factor(&self, username: &str) -> Result<bool, StoreError> {
+    pub async fn reset_two_factor(self, username: &str) -> Result<bool, StoreError> {
         const RESET: &str = "UPDATE operators SET totp_secret = NULL, totp_enabled_at = NULL, \
                              totp_last_step = NULL WHERE username = $1";
         const CODES: &str = "DELETE FROM recovery_codes WHERE username = $1";
@@ -255,9 +255,11 @@ impl Store {
         });
         Ok(n == 1)
     }
+}
 
+impl Sessions<'_> {
     /// Ends every session of `username` (sign out everywhere); returns how many.
-    pub async fn delete_sessions_of(&self, username: &str) -> Result<u64, StoreError> {
+    pub async fn delete_of(self, username: &str) -> Result<u64, StoreError> {
         let n = on_pool!(self, pool => {
             sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(pool).await
                 .map(|r| r.rows_affected())
@@ -266,7 +268,7 @@ impl Store {
     }
 
     /// A live session record (its JSON), if any.
-    pub async fn load_session(&self, id: &str, now: i64) -> Result<Option<String>, StoreError> {
+    pub async fn load(self, id: &str, now: i64) -> Result<Option<String>, StoreError> {
         const SQL: &str = "SELECT data FROM dashboard_sessions WHERE id = $1 AND expires_at > $2";
         let data = on_pool!(self, pool => {
             sqlx::query_scalar(SQL).bind(id).bind(now).fetch_optional(pool).await
@@ -278,8 +280,8 @@ impl Store {
     /// is new; otherwise only if the session still exists: a request that loaded a session
     /// before it was ended (signed out, its operator disabled) cannot bring it back when it
     /// finishes. Returns whether it was written.
-    pub async fn save_session(
-        &self,
+    pub async fn save(
+        self,
         id: &str,
         data: &str,
         username: Option<&str>,
@@ -298,13 +300,13 @@ impl Store {
         Ok(n == 1)
     }
 
-    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+    pub async fn delete(self, id: &str) -> Result<(), StoreError> {
         const SQL: &str = "DELETE FROM dashboard_sessions WHERE id = $1";
         on_pool!(self, pool => sqlx::query(SQL).bind(id).execute(pool).await.map(|_| ()))?;
         Ok(())
     }
 
-    pub async fn delete_expired_sessions(&self, now: i64) -> Result<u64, StoreError> {
+    pub async fn delete_expired(self, now: i64) -> Result<u64, StoreError> {
         const SQL: &str = "DELETE FROM dashboard_sessions WHERE expires_at <= $1";
         let n = on_pool!(self, pool => {
             sqlx::query(SQL).bind(now).execute(pool).await.map(|r| r.rows_affected())

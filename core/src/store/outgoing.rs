@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::money::{MoneyTx, StepSource};
-use super::{BeginWrite, Store};
+use super::{BeginWrite, Orders, StripeRequests};
 use crate::error::StoreError;
 use crate::ids::OrderId;
 
@@ -198,14 +198,10 @@ const MARK_EXPIRED: &str = "\
     WHERE order_id = $1 AND operation = 'checkout_session' AND idempotency_key = $2 \
       AND expired_at IS NULL";
 
-impl Store {
+impl Orders<'_> {
     /// Records an order the shop asked for, unless it exists. An existing order with the same
     /// package and customer is the same request again.
-    pub async fn create_order(
-        &self,
-        order: &NewOrder,
-        now: i64,
-    ) -> Result<OrderCreation, StoreError> {
+    pub async fn create(self, order: &NewOrder, now: i64) -> Result<OrderCreation, StoreError> {
         let email = order.customer_email.trim().to_lowercase();
         let inserted = on_pool!(self, pool => {
             sqlx::query(INSERT_ORDER)
@@ -239,7 +235,7 @@ impl Store {
     /// Remembers the Checkout Session created for an order and when it expires (unix ms);
     /// the first one of a generation wins.
     pub async fn set_checkout_session(
-        &self,
+        self,
         order_id: &OrderId,
         session_id: &str,
         url: Option<&str>,
@@ -264,7 +260,7 @@ impl Store {
     /// generation (unless another caller moved it already) and the old session's request is
     /// marked expired.
     pub async fn expire_checkout(
-        &self,
+        self,
         order_id: &OrderId,
         generation: i64,
         now: i64,
@@ -292,10 +288,39 @@ impl Store {
         Ok(())
     }
 
+    /// A refund of the order succeeded and `refunded_after` is refunded in total: revoke the
+    /// credits in proportion and move the order's status, in one transaction under the
+    /// order's row lock. The `charge.refunded` event for the same refund carries the same
+    /// total and writes nothing (nor does this call after that event). Returns whether this
+    /// call wrote a ledger step.
+    pub async fn record_refund(
+        self,
+        order_id: &OrderId,
+        key: &str,
+        refunded_after: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let settled = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            if !tx.lock_order(order_id.as_str()).await? {
+                return Err(StoreError::Corrupt(format!("order {order_id} vanished")));
+            }
+            tx.record_refunded_amount(order_id.as_str(), refunded_after, now).await?;
+            let settled = tx
+                .settle_credits(order_id.as_str(), StepSource::Request(key), now)
+                .await?;
+            tx.commit().await?;
+            settled
+        });
+        Ok(settled.rows > 0)
+    }
+}
+
+impl StripeRequests<'_> {
     /// Records a request under `key` before it is first sent; returns the record as it
     /// stands (the existing one if the key was recorded before).
-    pub async fn record_stripe_request(
-        &self,
+    pub async fn record(
+        self,
         key: &str,
         operation: &str,
         amount: Option<i64>,
@@ -315,12 +340,12 @@ impl Store {
                 .await
                 .map(|_| ())
         })?;
-        self.stripe_request(key)
+        self.get(key)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("stripe request {key} vanished")))
     }
 
-    pub async fn stripe_request(&self, key: &str) -> Result<Option<StripeRequestView>, StoreError> {
+    pub async fn get(self, key: &str) -> Result<Option<StripeRequestView>, StoreError> {
         let sql =
             format!("SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE idempotency_key = $1");
         let row: Option<RequestRow> = on_pool!(self, pool => {
@@ -330,10 +355,7 @@ impl Store {
     }
 
     /// Every request recorded for an order, oldest first.
-    pub async fn stripe_requests(
-        &self,
-        order_id: &str,
-    ) -> Result<Vec<StripeRequestView>, StoreError> {
+    pub async fn for_order(self, order_id: &str) -> Result<Vec<StripeRequestView>, StoreError> {
         let sql = format!(
             "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE order_id = $1 \
              ORDER BY created_at, idempotency_key"
@@ -345,11 +367,7 @@ impl Store {
     }
 
     /// Counts an attempt about to be sent; `None` if the request is already final.
-    pub async fn start_stripe_attempt(
-        &self,
-        key: &str,
-        now: i64,
-    ) -> Result<Option<i64>, StoreError> {
+    pub async fn start_attempt(self, key: &str, now: i64) -> Result<Option<i64>, StoreError> {
         let attempts = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let attempts = sqlx::query_scalar(START_ATTEMPT)
@@ -366,8 +384,8 @@ impl Store {
     /// Writes what an attempt got back. A succeeded request is never overwritten, and a
     /// refused (failed) one only by a success: a late timeout of a concurrent caller cannot
     /// make a refused request look worth sending again.
-    pub async fn record_stripe_outcome(
-        &self,
+    pub async fn record_outcome(
+        self,
         key: &str,
         outcome: &RequestOutcome<'_>,
         now: i64,
@@ -386,32 +404,5 @@ impl Store {
                 .map(|_| ())
         })?;
         Ok(())
-    }
-
-    /// A refund of the order succeeded and `refunded_after` is refunded in total: revoke the
-    /// credits in proportion and move the order's status, in one transaction under the
-    /// order's row lock. The `charge.refunded` event for the same refund carries the same
-    /// total and writes nothing (nor does this call after that event). Returns whether this
-    /// call wrote a ledger step.
-    pub async fn record_refund(
-        &self,
-        order_id: &OrderId,
-        key: &str,
-        refunded_after: i64,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        let settled = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            if !tx.lock_order(order_id.as_str()).await? {
-                return Err(StoreError::Corrupt(format!("order {order_id} vanished")));
-            }
-            tx.record_refunded_amount(order_id.as_str(), refunded_after, now).await?;
-            let settled = tx
-                .settle_credits(order_id.as_str(), StepSource::Request(key), now)
-                .await?;
-            tx.commit().await?;
-            settled
-        });
-        Ok(settled.rows > 0)
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{BeginWrite, Store};
+use super::{BeginWrite, Claims, ReconcileRuns};
 use crate::error::StoreError;
 use crate::reconcile::ReconcileReport;
 use crate::webhook::Envelope;
@@ -46,11 +46,11 @@ const KNOWS: &str = "\
 const RUN_COLUMNS: &str = "started_at, finished_at, since, actor, dry_run, listed, \
     already_claimed, claimed, error";
 
-impl Store {
+impl ReconcileRuns<'_> {
     /// Takes the reconciler's lease until `now + lease_ms`; `None` while another run holds
     /// it, else the cursor (unix seconds; `None` before the first run).
-    pub async fn take_reconcile_lease(
-        &self,
+    pub async fn take_lease(
+        self,
         owner: &str,
         now: i64,
         lease_ms: i64,
@@ -71,8 +71,8 @@ impl Store {
 
     /// Gives the lease back; with `new_cursor` (a run that succeeded) the cursor moves there
     /// (never backwards).
-    pub async fn release_reconcile_lease(
-        &self,
+    pub async fn release_lease(
+        self,
         owner: &str,
         new_cursor: Option<i64>,
     ) -> Result<(), StoreError> {
@@ -87,8 +87,8 @@ impl Store {
         Ok(())
     }
 
-    pub async fn record_reconcile_run(
-        &self,
+    pub async fn record(
+        self,
         started_at: i64,
         finished_at: i64,
         actor: &str,
@@ -114,8 +114,21 @@ impl Store {
         Ok(())
     }
 
+    /// The latest runs, newest first.
+    pub async fn recent(self, limit: i64) -> Result<Vec<ReconcileRunView>, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM reconcile_runs ORDER BY started_at DESC, id DESC LIMIT $1"
+        );
+        let runs = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(limit).fetch_all(pool).await
+        })?;
+        Ok(runs)
+    }
+}
+
+impl Claims<'_> {
     /// Whether an event, or a twin of its action, is claimed already.
-    pub async fn knows_event(&self, envelope: &Envelope) -> Result<bool, StoreError> {
+    pub async fn knows_event(self, envelope: &Envelope) -> Result<bool, StoreError> {
         let (Some(object_id), Some(action_key)) = (&envelope.object_id, &envelope.action_key)
         else {
             return Ok(false);
@@ -129,16 +142,5 @@ impl Store {
                 .fetch_one(pool).await
         })?;
         Ok(n > 0)
-    }
-
-    /// The latest runs, newest first.
-    pub async fn reconcile_runs(&self, limit: i64) -> Result<Vec<ReconcileRunView>, StoreError> {
-        let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM reconcile_runs ORDER BY started_at DESC, id DESC LIMIT $1"
-        );
-        let runs = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(limit).fetch_all(pool).await
-        })?;
-        Ok(runs)
     }
 }

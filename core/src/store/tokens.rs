@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::Store;
+use super::Tokens;
 use crate::error::StoreError;
 
 /// A token as listed: never the token itself.
@@ -15,9 +15,9 @@ pub struct TokenView {
     pub revoked_at: Option<i64>,
 }
 
-impl Store {
-    pub async fn insert_token(
-        &self,
+impl Tokens<'_> {
+    pub async fn insert(
+        self,
         token_id: &str,
         name: &str,
         token_hash: &str,
@@ -33,8 +33,8 @@ impl Store {
     }
 
     /// The live token with this hash, if any; its last use is updated at most once a minute.
-    pub async fn authenticate_token(
-        &self,
+    pub async fn authenticate(
+        self,
         token_hash: &str,
         now: i64,
     ) -> Result<Option<TokenView>, StoreError> {
@@ -54,7 +54,7 @@ impl Store {
         Ok(token)
     }
 
-    pub async fn list_tokens(&self) -> Result<Vec<TokenView>, StoreError> {
+    pub async fn list(self) -> Result<Vec<TokenView>, StoreError> {
         const SQL: &str = "SELECT token_id, name, created_at, last_used_at, revoked_at \
                            FROM api_tokens ORDER BY created_at, token_id";
         let tokens = on_pool!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await)?;
@@ -62,7 +62,7 @@ impl Store {
     }
 
     /// Revokes a token; `false` if no live token has this id.
-    pub async fn revoke_token(&self, token_id: &str, now: i64) -> Result<bool, StoreError> {
+    pub async fn revoke(self, token_id: &str, now: i64) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE api_tokens SET revoked_at = $2 \
                            WHERE token_id = $1 AND revoked_at IS NULL";
         let n = on_pool!(self, pool => {

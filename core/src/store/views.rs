@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::Store;
 use super::outgoing::StripeRequestView;
+use super::{Claims, Orders, StripeRequests};
 use crate::claim::ClaimState;
 use crate::error::StoreError;
 use crate::ids::{EventId, OrderId};
@@ -140,10 +140,10 @@ const ORDER_COLUMNS: &str = "order_id, status, payment_status, credits, package,
     (SELECT CAST(COALESCE(SUM(f.amount), 0) AS BIGINT) FROM failed_refunds f \
      WHERE f.order_id = orders.order_id) AS refund_failed";
 
-impl Store {
+impl Claims<'_> {
     /// Claims, newest first, in `state` if given; at most `limit`.
-    pub async fn list_claims(
-        &self,
+    pub async fn list(
+        self,
         state: Option<ClaimState>,
         now: i64,
         limit: i64,
@@ -159,11 +159,7 @@ impl Store {
         Ok(claims)
     }
 
-    pub async fn claim(
-        &self,
-        event_id: &EventId,
-        now: i64,
-    ) -> Result<Option<ClaimView>, StoreError> {
+    pub async fn get(self, event_id: &EventId, now: i64) -> Result<Option<ClaimView>, StoreError> {
         let sql =
             format!("SELECT {CLAIM_COLUMNS} FROM processed_stripe_events WHERE event_id = $2");
         let claim = on_pool!(self, pool => {
@@ -173,7 +169,7 @@ impl Store {
     }
 
     /// Every logged delivery of an event, oldest first.
-    pub async fn deliveries(&self, event_id: &EventId) -> Result<Vec<DeliveryView>, StoreError> {
+    pub async fn deliveries(self, event_id: &EventId) -> Result<Vec<DeliveryView>, StoreError> {
         const SQL: &str = "SELECT outcome, duplicate_of, detail, received_at \
                            FROM webhook_deliveries WHERE event_id = $1 ORDER BY id";
         let rows: Vec<(String, Option<String>, Option<String>, i64)> = on_pool!(self, pool => {
@@ -192,20 +188,9 @@ impl Store {
             .collect())
     }
 
-    pub async fn order(&self, order_id: &OrderId) -> Result<Option<OrderView>, StoreError> {
-        let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE order_id = $1");
-        let row: Option<OrderRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(order_id.as_str()).fetch_optional(pool).await
-        })?;
-        match row {
-            Some(row) => Ok(Some(self.order_view(row).await?)),
-            None => Ok(None),
-        }
-    }
-
     /// Milliseconds from receipt to `processed` for every claim received at or after
     /// `since`, ascending: how long a paid order waited for its credits.
-    pub async fn processing_times(&self, since: i64) -> Result<Vec<i64>, StoreError> {
+    pub async fn processing_times(self, since: i64) -> Result<Vec<i64>, StoreError> {
         const SQL: &str = "SELECT processed_at - received_at FROM processed_stripe_events \
                            WHERE received_at >= $1 AND processed_at IS NOT NULL ORDER BY 1";
         let times = on_pool!(self, pool => {
@@ -213,9 +198,22 @@ impl Store {
         })?;
         Ok(times)
     }
+}
+
+impl Orders<'_> {
+    pub async fn get(self, order_id: &OrderId) -> Result<Option<OrderView>, StoreError> {
+        let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE order_id = $1");
+        let row: Option<OrderRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(order_id.as_str()).fetch_optional(pool).await
+        })?;
+        match row {
+            Some(row) => Ok(Some(self.view(row).await?)),
+            None => Ok(None),
+        }
+    }
 
     /// A customer's orders (by email, case-insensitive, or Stripe customer id) and balance.
-    pub async fn customer(&self, who: &str) -> Result<CustomerView, StoreError> {
+    pub async fn customer(self, who: &str) -> Result<CustomerView, StoreError> {
         let sql = format!(
             "SELECT {ORDER_COLUMNS} FROM orders \
              WHERE customer_email = $1 OR customer_id = $2 ORDER BY created_at, order_id"
@@ -229,7 +227,7 @@ impl Store {
         })?;
         let mut orders = Vec::with_capacity(rows.len());
         for row in rows {
-            orders.push(self.order_view(row).await?);
+            orders.push(self.view(row).await?);
         }
         Ok(CustomerView {
             customer: who.trim().to_owned(),
@@ -238,7 +236,7 @@ impl Store {
         })
     }
 
-    async fn order_view(&self, row: OrderRow) -> Result<OrderView, StoreError> {
+    async fn view(self, row: OrderRow) -> Result<OrderView, StoreError> {
         let OrderRow {
             order_id,
             status,
@@ -294,7 +292,9 @@ impl Store {
             refund_failed,
             dispute: None,
         };
-        let stripe_requests = self.stripe_requests(&order_id).await?;
+        let stripe_requests = (StripeRequests { pool: self.pool })
+            .for_order(&order_id)
+            .await?;
         Ok(OrderView {
             credits_granted: ledger.iter().map(|e| e.delta).sum(),
             order_id,
@@ -338,14 +338,14 @@ pub struct EventFilter {
     pub search: Option<String>,
 }
 
-impl Store {
+impl Claims<'_> {
     /// Claims matching `filter`, newest first, `limit` of them after the keyset `after`
     /// (received_at, event_id) of the previous page's last row. The statement holds only the
     /// conditions in use, so each shape gets its own plan: (received_at, event_id) for the
     /// plain list and its pages, (status, received_at) for a state, and the search goes
     /// through the indexed ids (event id, object id, the orders' id, email, payment intent).
     pub async fn list_events(
-        &self,
+        self,
         filter: &EventFilter,
         after: Option<(i64, String)>,
         now: i64,
@@ -446,17 +446,19 @@ impl Store {
     }
 
     /// The raw payload of a claimed event.
-    pub async fn claim_payload(&self, event_id: &EventId) -> Result<Option<String>, StoreError> {
+    pub async fn payload(self, event_id: &EventId) -> Result<Option<String>, StoreError> {
         const SQL: &str = "SELECT payload FROM processed_stripe_events WHERE event_id = $1";
         let payload = on_pool!(self, pool => {
             sqlx::query_scalar(SQL).bind(event_id.as_str()).fetch_optional(pool).await
         })?;
         Ok(payload)
     }
+}
 
+impl Orders<'_> {
     /// The order a payment intent paid.
-    pub async fn order_by_payment_intent(
-        &self,
+    pub async fn by_payment_intent(
+        self,
         payment_intent: &str,
     ) -> Result<Option<OrderView>, StoreError> {
         let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE payment_intent_id = $1");
@@ -464,14 +466,14 @@ impl Store {
             sqlx::query_as(&sql).bind(payment_intent).fetch_optional(pool).await
         })?;
         match row {
-            Some(row) => Ok(Some(self.order_view(row).await?)),
+            Some(row) => Ok(Some(self.view(row).await?)),
             None => Ok(None),
         }
     }
 
     /// Orders a support person may mean by `term`: its id, the customer's email or id, the
     /// checkout session or the payment intent. Newest first, at most `limit`.
-    pub async fn find_orders(&self, term: &str, limit: i64) -> Result<Vec<OrderView>, StoreError> {
+    pub async fn find(self, term: &str, limit: i64) -> Result<Vec<OrderView>, StoreError> {
         // One indexed branch per column (see list_events for why not ORs).
         let sql = format!(
             "SELECT {ORDER_COLUMNS} FROM orders WHERE order_id IN ( \
@@ -489,17 +491,17 @@ impl Store {
         })?;
         let mut orders = Vec::with_capacity(rows.len());
         for row in rows {
-            orders.push(self.order_view(row).await?);
+            orders.push(self.view(row).await?);
         }
         Ok(orders)
     }
 }
 
-impl Store {
+impl Claims<'_> {
     /// Deliveries received since `since`, counted per hour (0 = the first hour after `since`)
     /// and outcome.
     pub async fn deliveries_by_hour(
-        &self,
+        self,
         since: i64,
     ) -> Result<Vec<(i64, String, i64)>, StoreError> {
         const SQL: &str = "SELECT (received_at - $1) / 3600000 AS hour, outcome, COUNT(*) \
@@ -508,9 +510,11 @@ impl Store {
         let rows = on_pool!(self, pool => sqlx::query_as(SQL).bind(since).fetch_all(pool).await)?;
         Ok(rows)
     }
+}
 
+impl Orders<'_> {
     /// Credits unlocked (granted, before any revoke) since `since`.
-    pub async fn credits_unlocked_since(&self, since: i64) -> Result<i64, StoreError> {
+    pub async fn credits_unlocked_since(self, since: i64) -> Result<i64, StoreError> {
         const SQL: &str = "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
                            WHERE kind = 'unlock' AND created_at >= $1";
         let sum =

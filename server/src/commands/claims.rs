@@ -65,7 +65,8 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
         } => {
             let store = open(&database).await?;
             let claims = store
-                .list_claims(status, now_ms(), limit)
+                .claims()
+                .list(status, now_ms(), limit)
                 .await
                 .map_err(database.error())?;
             if output.json {
@@ -109,11 +110,12 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
             let store = open(&database).await?;
             let wrap = database.error();
             let claim = store
-                .claim(&event_id, now_ms())
+                .claims()
+                .get(&event_id, now_ms())
                 .await
                 .map_err(&wrap)?
                 .ok_or_else(|| ServerError::Command(format!("no claim has event id {event_id}")))?;
-            let deliveries = store.deliveries(&event_id).await.map_err(&wrap)?;
+            let deliveries = store.claims().deliveries(&event_id).await.map_err(&wrap)?;
             if output.json {
                 #[derive(Serialize)]
                 struct Shown<'a> {

@@ -26,7 +26,11 @@ pub async fn run(command: CustomersCommand) -> Result<(), ServerError> {
         database,
     } = command;
     let store = open(&database).await?;
-    let view = store.customer(&customer).await.map_err(database.error())?;
+    let view = store
+        .orders()
+        .customer(&customer)
+        .await
+        .map_err(database.error())?;
     if output.json {
         return print_json(&view);
     }

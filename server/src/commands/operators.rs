@@ -98,7 +98,7 @@ pub async fn run(command: OperatorCommand) -> Result<(), ServerError> {
         }
         OperatorCommand::List { output, database } => {
             let store = open(&database).await?;
-            let operators = store.operators().await.map_err(database.error())?;
+            let operators = store.operators().list().await.map_err(database.error())?;
             print_list(
                 &output,
                 &operators,

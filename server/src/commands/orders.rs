@@ -58,7 +58,8 @@ pub async fn run(command: OrdersCommand) -> Result<(), ServerError> {
     };
     let store = open(&database).await?;
     let order = store
-        .order(&order_id)
+        .orders()
+        .get(&order_id)
         .await
         .map_err(database.error())?
         .ok_or_else(|| ServerError::Command(format!("no order {order_id}")))?;

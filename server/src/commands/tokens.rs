@@ -66,7 +66,7 @@ pub async fn run(command: TokensCommand) -> Result<(), ServerError> {
         }
         TokensCommand::List { output, database } => {
             let store = open(&database).await?;
-            let tokens = store.list_tokens().await.map_err(database.error())?;
+            let tokens = store.tokens().list().await.map_err(database.error())?;
             print_list(
                 &output,
                 &tokens,

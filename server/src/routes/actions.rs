@@ -165,7 +165,7 @@ async fn refund(
     let amount = if form.amount.trim().is_empty() {
         None
     } else {
-        let currency = match state.store.order(&order_id).await {
+        let currency = match state.store.orders().get(&order_id).await {
             Ok(Some(order)) => order.currency.unwrap_or_else(|| "chf".into()),
             Ok(None) => return back("/orders", "error", "No such order."),
             Err(error) => {

@@ -177,7 +177,8 @@ impl FromRequestParts<AppState> for ApiCaller {
             })?;
         let found = state
             .store
-            .authenticate_token(&token_hash(token), now_ms())
+            .tokens()
+            .authenticate(&token_hash(token), now_ms())
             .await
             .map_err(ApiError::storage)?;
         match found {
@@ -284,7 +285,12 @@ async fn show_order(
 ) -> Result<Json<OrderSummary>, ApiError> {
     let order_id = OrderId::parse(order_id)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
-    match store.order(&order_id).await.map_err(ApiError::storage)? {
+    match store
+        .orders()
+        .get(&order_id)
+        .await
+        .map_err(ApiError::storage)?
+    {
         Some(order) => Ok(Json(order.into())),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -299,7 +305,11 @@ async fn balance(
     State(store): State<Store>,
     Path(email): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let customer = store.customer(&email).await.map_err(ApiError::storage)?;
+    let customer = store
+        .orders()
+        .customer(&email)
+        .await
+        .map_err(ApiError::storage)?;
     Ok(Json(json!({
         "customer_email": email.trim().to_lowercase(),
         "balance": customer.balance,

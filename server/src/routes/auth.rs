@@ -114,7 +114,7 @@ pub(super) async fn login(
         *response.status_mut() = StatusCode::SEE_OTHER;
         return response;
     }
-    let credentials = match state.store.operator(&username).await {
+    let credentials = match state.store.operators().credentials(&username).await {
         Ok(found) => found.filter(|c| c.operator.disabled_at.is_none()),
         Err(error) => {
             tracing::error!(error = &error as &dyn std::error::Error, "sign-in: storage");
@@ -190,7 +190,7 @@ pub(super) async fn logout(
         tracing::error!(%error, "sign-out: session store");
     }
     match username {
-        Some(username) if everywhere => match state.store.delete_sessions_of(&username).await {
+        Some(username) if everywhere => match state.store.sessions().delete_of(&username).await {
             Ok(ended) => {
                 tracing::info!(%username, ended, "signed out everywhere");
                 Redirect::to("/login?notice=Signed%20out%20everywhere.").into_response()
@@ -221,7 +221,7 @@ async fn signed_in(
     let username: String = session.get(USER_KEY).await.ok()??;
     let at: i64 = session.get(SIGNED_IN_AT_KEY).await.ok()??;
     let fresh = now_ms() - at < policy.absolute.as_millis() as i64;
-    let operator = match store.operator(&username).await {
+    let operator = match store.operators().credentials(&username).await {
         Ok(Some(c)) if c.operator.disabled_at.is_none() && fresh => c.operator,
         Ok(_) => {
             let _ = session.flush().await;

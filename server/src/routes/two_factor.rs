@@ -84,7 +84,7 @@ async fn second_step(
     if code.is_empty() || code.len() > 64 {
         return again("Enter the code from your authenticator app.", next);
     }
-    let credentials = match state.store.operator(&username).await {
+    let credentials = match state.store.operators().credentials(&username).await {
         Ok(Some(c)) if c.operator.disabled_at.is_none() && c.operator.two_factor => c,
         Ok(_) => return Redirect::to("/login").into_response(),
         Err(error) => return unavailable(&error),
@@ -99,12 +99,19 @@ async fn second_step(
             .as_ref()
             .and_then(|s| s.check(code, now_ms() / 1000))
         {
-            Some(step) => state.store.accept_totp_step(&username, step).await,
+            Some(step) => {
+                state
+                    .store
+                    .operators()
+                    .accept_totp_step(&username, step)
+                    .await
+            }
             None => Ok(false),
         }
     } else {
         state
             .store
+            .operators()
             .use_recovery_code(&username, &recovery_hash(code), now_ms())
             .await
     };
@@ -146,6 +153,7 @@ async fn begin(State(state): State<AppState>, operator: Option<Extension<SignedI
     };
     match state
         .store
+        .operators()
         .begin_two_factor(&operator.username, &secret)
         .await
     {
@@ -174,7 +182,12 @@ async fn confirm(
         Ok(op) => op.clone(),
         Err(refused) => return refused.into_response(),
     };
-    let credentials = match state.store.operator(&operator.username).await {
+    let credentials = match state
+        .store
+        .operators()
+        .credentials(&operator.username)
+        .await
+    {
         Ok(Some(c)) => c,
         Ok(None) => return Redirect::to("/login").into_response(),
         Err(error) => return unavailable(&error),
@@ -201,6 +214,7 @@ async fn confirm(
     let hashes: Vec<String> = codes.iter().map(|c| recovery_hash(c)).collect();
     match state
         .store
+        .operators()
         .confirm_two_factor(&operator.username, step, &hashes, now_ms())
         .await
     {
@@ -211,7 +225,8 @@ async fn confirm(
     let actor = Actor::Dashboard(operator.username.clone());
     if let Err(error) = state
         .store
-        .record_audit(
+        .audit()
+        .record(
             &AuditRecord {
                 actor: &actor,
                 action: AuditAction::TwoFactorEnrol,

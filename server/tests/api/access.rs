@@ -288,7 +288,8 @@ async fn sign_out_and_disabling_end_the_session(app: TestApp) {
     assert_eq!(me["role"], "support");
     assert!(
         app.store
-            .set_operator_disabled("sam", true, now_ms())
+            .operators()
+            .set_disabled("sam", true, now_ms())
             .await
             .unwrap()
     );
@@ -317,7 +318,14 @@ async fn cross_origin_posts_are_refused_but_the_webhook_is_not(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(forged.status(), 403);
-    assert!(app.store.operator("mallory").await.unwrap().is_none());
+    assert!(
+        app.store
+            .operators()
+            .credentials("mallory")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // The same-origin form works.
     let own = admin
@@ -332,7 +340,14 @@ async fn cross_origin_posts_are_refused_but_the_webhook_is_not(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(own.status(), 303);
-    assert!(app.store.operator("otto").await.unwrap().is_some());
+    assert!(
+        app.store
+            .operators()
+            .credentials("otto")
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // Stripe posts from anywhere, without a session.
     let delivered = app
@@ -372,6 +387,7 @@ async fn support_redrives_a_stale_claim_once_even_when_two_click(app: TestApp) {
     // A worker took the claim and died: its lease ran out.
     let taken = app
         .store
+        .claims()
         .lease_next("dead-worker", now_ms(), 1, false, 8)
         .await
         .unwrap();
@@ -411,7 +427,8 @@ async fn support_redrives_a_stale_claim_once_even_when_two_click(app: TestApp) {
     );
     let claim = app
         .store
-        .claim(&EventId::parse("evt_pub0001paid").unwrap(), now_ms())
+        .claims()
+        .get(&EventId::parse("evt_pub0001paid").unwrap(), now_ms())
         .await
         .unwrap()
         .unwrap();

@@ -153,7 +153,12 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     }
     let now = now_ms();
     let all = EventFilter::default();
-    let first = app.store.list_events(&all, None, now, 50).await.unwrap();
+    let first = app
+        .store
+        .claims()
+        .list_events(&all, None, now, 50)
+        .await
+        .unwrap();
     assert_eq!(first.len(), 50);
     assert!(
         first
@@ -163,7 +168,12 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     );
     let last = first.last().unwrap();
     let after = Some((last.received_at, last.event_id.clone()));
-    let second = app.store.list_events(&all, after, now, 50).await.unwrap();
+    let second = app
+        .store
+        .claims()
+        .list_events(&all, after, now, 50)
+        .await
+        .unwrap();
     assert_eq!(second.len(), 10);
     assert!(
         second
@@ -177,6 +187,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     };
     assert_eq!(
         app.store
+            .claims()
             .list_events(&pending, None, now, 100)
             .await
             .unwrap()
@@ -188,6 +199,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     let now = now_ms();
     assert!(
         app.store
+            .claims()
             .list_events(&pending, None, now, 100)
             .await
             .unwrap()
@@ -200,6 +212,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     };
     assert_eq!(
         app.store
+            .claims()
             .list_events(&processed, None, now, 100)
             .await
             .unwrap()
@@ -212,6 +225,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     };
     assert!(
         app.store
+            .claims()
             .list_events(&refunds, None, now, 100)
             .await
             .unwrap()
@@ -223,6 +237,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     };
     assert!(
         app.store
+            .claims()
             .list_events(&future, None, now, 100)
             .await
             .unwrap()
@@ -236,6 +251,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     for term in ["evt_list_007", "cs_list_007", "ord_list_007", "pi_list_007"] {
         let found = app
             .store
+            .claims()
             .list_events(&search(term), None, now, 100)
             .await
             .unwrap();
@@ -244,18 +260,20 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
     }
     let by_email = app
         .store
+        .claims()
         .list_events(&search("THREE@example.ch"), None, now, 100)
         .await
         .unwrap();
     assert_eq!(by_email.len(), 20);
     let orders = app
         .store
-        .find_orders("three@example.ch", 100)
+        .orders()
+        .find("three@example.ch", 100)
         .await
         .unwrap();
     assert_eq!(orders.len(), 20);
     assert_eq!(
-        app.store.find_orders("pi_list_001", 100).await.unwrap()[0].order_id,
+        app.store.orders().find("pi_list_001", 100).await.unwrap()[0].order_id,
         "ord_list_001"
     );
 }

@@ -158,7 +158,13 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     )
     .await
     .unwrap();
-    let hash = store.operator("demo").await.unwrap().unwrap().password_hash;
+    let hash = store
+        .operators()
+        .credentials("demo")
+        .await
+        .unwrap()
+        .unwrap()
+        .password_hash;
     assert!(claimcheck_core::auth::verify_password(
         &password,
         Some(&hash)

@@ -265,6 +265,7 @@ async fn a_lease_taken_over_cannot_complete_twice(app: TestApp) {
     // Worker A takes the claim with a lease that runs out before it finishes.
     let claim = app
         .store
+        .claims()
         .lease_next("worker-a", now_ms(), 1, true, 3)
         .await
         .unwrap()
@@ -280,6 +281,7 @@ async fn a_lease_taken_over_cannot_complete_twice(app: TestApp) {
     let plan = plan(&claim.event_type, &claim.payload, &Packages::default()).unwrap();
     let late = app
         .store
+        .claims()
         .fulfil(&claim, "worker-a", &plan, now_ms())
         .await
         .unwrap();
@@ -306,6 +308,7 @@ async fn a_claim_whose_worker_keeps_dying_fails_after_max_attempts(app: TestApp)
     for i in 0..3 {
         let taken = app
             .store
+            .claims()
             .lease_next(&format!("doomed-{i}"), now_ms(), 1, true, 3)
             .await
             .unwrap();
@@ -335,6 +338,7 @@ async fn a_batch_of_distinct_orders_unlocks_each_once_in_one_commit(app: TestApp
     }
     let leased = app
         .store
+        .claims()
         .lease_due("batcher", now_ms(), 60_000, true, 3, 40)
         .await
         .unwrap();
@@ -346,6 +350,7 @@ async fn a_batch_of_distinct_orders_unlocks_each_once_in_one_commit(app: TestApp
     let batch: Vec<_> = leased.iter().zip(&plans).collect();
     let results = app
         .store
+        .claims()
         .fulfil_batch(&batch, "batcher", now_ms())
         .await
         .unwrap()
@@ -374,6 +379,7 @@ async fn a_batch_of_distinct_orders_unlocks_each_once_in_one_commit(app: TestApp
     // Again: nothing changes (the claims are processed, the ledger is keyed by order).
     assert_eq!(
         app.store
+            .claims()
             .fulfil_batch(&batch, "batcher", now_ms())
             .await
             .unwrap(),
@@ -381,6 +387,7 @@ async fn a_batch_of_distinct_orders_unlocks_each_once_in_one_commit(app: TestApp
     );
     let balance = app
         .store
+        .orders()
         .customer("batch@example.ch")
         .await
         .unwrap()
@@ -395,6 +402,7 @@ async fn a_batch_with_one_lease_lost_writes_nothing(app: TestApp) {
     }
     let leased = app
         .store
+        .claims()
         .lease_due("slow", now_ms(), 1, true, 3, 5)
         .await
         .unwrap();
@@ -403,6 +411,7 @@ async fn a_batch_with_one_lease_lost_writes_nothing(app: TestApp) {
     // Another worker rescues one of the five.
     let rescued = app
         .store
+        .claims()
         .lease_next("fast", now_ms(), 60_000, true, 3)
         .await
         .unwrap()
@@ -414,6 +423,7 @@ async fn a_batch_with_one_lease_lost_writes_nothing(app: TestApp) {
     let batch: Vec<_> = leased.iter().zip(&plans).collect();
     let result = app
         .store
+        .claims()
         .fulfil_batch(&batch, "slow", now_ms())
         .await
         .unwrap();

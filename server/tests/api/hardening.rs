@@ -102,7 +102,8 @@ async fn signing_out_everywhere_and_disabling_end_every_session_of_the_operator(
     let _vera = app.sign_in_as("vera", Role::Viewer).await;
     assert_eq!(sessions_of(&app, "vera").await, 1);
     app.store
-        .set_operator_disabled("vera", true, now_ms())
+        .operators()
+        .set_disabled("vera", true, now_ms())
         .await
         .unwrap();
     assert_eq!(sessions_of(&app, "vera").await, 0);
@@ -282,7 +283,8 @@ async fn retention_prunes_logs_and_payloads_but_a_late_retry_still_dedupes(app: 
     assert!(page.text().await.unwrap().contains("pruned"));
     let claim = app
         .store
-        .claim(&EventId::parse("evt_pub0001paid").unwrap(), now_ms())
+        .claims()
+        .get(&EventId::parse("evt_pub0001paid").unwrap(), now_ms())
         .await
         .unwrap()
         .unwrap();

@@ -354,7 +354,8 @@ impl TestApp {
         let hash = operator_hash();
         assert!(
             self.store
-                .add_operator(username, &hash, role, now_ms())
+                .operators()
+                .add(username, &hash, role, now_ms())
                 .await
                 .unwrap(),
             "{username} added"

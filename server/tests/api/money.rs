@@ -170,7 +170,8 @@ async fn settle(app: &TestApp) {
 
 async fn order(app: &TestApp, order: &Order) -> claimcheck_core::OrderView {
     app.store
-        .order(&OrderId::parse(order.id()).unwrap())
+        .orders()
+        .get(&OrderId::parse(order.id()).unwrap())
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("no order {}", order.id()))

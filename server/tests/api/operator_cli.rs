@@ -260,7 +260,13 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let stored = app.store.operator("sam").await.unwrap().unwrap();
+    let stored = app
+        .store
+        .operators()
+        .credentials("sam")
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         stored
             .password_hash

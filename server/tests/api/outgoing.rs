@@ -75,7 +75,8 @@ async fn shop(backend: Backend) -> Shop {
     .await;
     let token = NewToken::generate().unwrap();
     app.store
-        .insert_token(
+        .tokens()
+        .insert(
             &token.token_id,
             "test shop",
             &token_hash(&token.token),
@@ -209,7 +210,8 @@ impl Shop {
         let order = self
             .app
             .store
-            .order(&OrderId::parse(order_id).unwrap())
+            .orders()
+            .get(&OrderId::parse(order_id).unwrap())
             .await
             .unwrap()
             .unwrap();
@@ -330,7 +332,8 @@ async fn the_order_api_needs_a_live_token(backend: Backend) {
     assert!(
         shop.app
             .store
-            .revoke_token(&token_id, now_ms())
+            .tokens()
+            .revoke(&token_id, now_ms())
             .await
             .unwrap()
     );
@@ -438,7 +441,8 @@ async fn a_checkout_session_that_timed_out_is_retried_under_the_same_key(backend
     let view = shop
         .app
         .store
-        .order(&OrderId::parse("ord_slow").unwrap())
+        .orders()
+        .get(&OrderId::parse("ord_slow").unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -513,7 +517,8 @@ async fn changed_parameters_under_one_key_surface_as_an_error_on_the_order(backe
     let order = shop
         .app
         .store
-        .order(&OrderId::parse("ord_changed").unwrap())
+        .orders()
+        .get(&OrderId::parse("ord_changed").unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -647,7 +652,8 @@ async fn a_refund_and_its_charge_refunded_event_revoke_once(backend: Backend) {
     let order = shop
         .app
         .store
-        .order(&OrderId::parse("ord_evt").unwrap())
+        .orders()
+        .get(&OrderId::parse("ord_evt").unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -742,6 +748,7 @@ async fn tokens_refunds_and_keys_from_the_command_line(backend: Backend) {
     assert_eq!(created.status(), 201);
     shop.app
         .store
+        .orders()
         .set_checkout_session(
             &OrderId::parse("ord_cli").unwrap(),
             "cs_x",
@@ -861,7 +868,8 @@ async fn a_refund_killed_during_the_call_is_completed_by_the_next_run(backend: B
     let order = shop
         .app
         .store
-        .order(&OrderId::parse("ord_crash").unwrap())
+        .orders()
+        .get(&OrderId::parse("ord_crash").unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -978,7 +986,8 @@ async fn a_refused_request_stays_refused(backend: Backend) {
     let store = &shop.app.store;
     let order = OrderId::parse("ord_refused").unwrap();
     store
-        .record_stripe_request(
+        .stripe_requests()
+        .record(
             "refund:ord_refused:4900",
             "refund",
             Some(4900),
@@ -996,7 +1005,8 @@ async fn a_refused_request_stays_refused(backend: Backend) {
         error: Some(error),
     };
     store
-        .record_stripe_outcome(
+        .stripe_requests()
+        .record_outcome(
             "refund:ord_refused:4900",
             &outcome(RequestStatus::Failed, "invalid_request_error: no"),
             now_ms(),
@@ -1004,7 +1014,8 @@ async fn a_refused_request_stays_refused(backend: Backend) {
         .await
         .unwrap();
     store
-        .record_stripe_outcome(
+        .stripe_requests()
+        .record_outcome(
             "refund:ord_refused:4900",
             &outcome(RequestStatus::Indeterminate, "timed out"),
             now_ms(),
@@ -1012,7 +1023,8 @@ async fn a_refused_request_stays_refused(backend: Backend) {
         .await
         .unwrap();
     let request = store
-        .stripe_request("refund:ord_refused:4900")
+        .stripe_requests()
+        .get("refund:ord_refused:4900")
         .await
         .unwrap()
         .unwrap();
@@ -1156,7 +1168,8 @@ async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
     let order = shop
         .app
         .store
-        .order(&OrderId::parse("ord_late").unwrap())
+        .orders()
+        .get(&OrderId::parse("ord_late").unwrap())
         .await
         .unwrap()
         .unwrap();

@@ -148,7 +148,7 @@ impl Drill {
     }
 
     async fn credits(&self, order: &OrderId) -> (String, i64) {
-        let order = self.app.store.order(order).await.unwrap().unwrap();
+        let order = self.app.store.orders().get(order).await.unwrap().unwrap();
         (order.status, order.credits_granted)
     }
 }
@@ -223,7 +223,7 @@ async fn orders_paid_during_an_outage_longer_than_the_retries_are_recovered_once
             .await,
         5
     );
-    let runs = drill.app.store.reconcile_runs(10).await.unwrap();
+    let runs = drill.app.store.reconcile_runs().recent(10).await.unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[1].claimed, 5);
 }
@@ -380,7 +380,7 @@ async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Ba
             .await,
         cursor
     );
-    let runs = drill.app.store.reconcile_runs(1).await.unwrap();
+    let runs = drill.app.store.reconcile_runs().recent(1).await.unwrap();
     assert!(
         runs[0].error.as_deref().unwrap().contains("STRIPE_API_KEY"),
         "{runs:?}"

@@ -11,7 +11,8 @@ use crate::helpers::{Backend, WEBHOOK_SECRET, spawn_app_with, spawn_instance};
 async fn api_token(app: &crate::helpers::TestApp) -> String {
     let token = NewToken::generate().unwrap();
     app.store
-        .insert_token(
+        .tokens()
+        .insert(
             &token.token_id,
             "simulate",
             &token_hash(&token.token),
@@ -106,7 +107,8 @@ async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
         .unwrap();
     let token = NewToken::generate().unwrap();
     store
-        .insert_token(
+        .tokens()
+        .insert(
             &token.token_id,
             "simulate",
             &token_hash(&token.token),

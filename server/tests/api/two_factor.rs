@@ -173,7 +173,11 @@ async fn a_recovery_code_signs_in_once(app: TestApp) {
     let (again, _) = password_step(&app, "anna").await;
     assert!(code_step(&app, &again, &codes[3]).await.contains("error="));
     assert_eq!(
-        app.store.recovery_codes_left("anna").await.unwrap(),
+        app.store
+            .operators()
+            .recovery_codes_left("anna")
+            .await
+            .unwrap(),
         9,
         "one used"
     );
@@ -227,7 +231,14 @@ async fn admins_must_enrol_first_and_a_lost_phone_is_reset_from_the_cli() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(app.call(&ada, "me", &[]).await.status(), 401);
-    assert_eq!(app.store.recovery_codes_left("ada").await.unwrap(), 0);
+    assert_eq!(
+        app.store
+            .operators()
+            .recovery_codes_left("ada")
+            .await
+            .unwrap(),
+        0
+    );
     let (_, to) = password_step(&app, "ada").await;
     assert_eq!(to, "/account/2fa");
     assert_eq!(
