@@ -8,6 +8,7 @@
 
 use claimcheck_core::ClaimState;
 use claimcheck_core::auth::Role;
+use claimcheck_core::money::{LedgerKind, OrderStatus};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -193,7 +194,7 @@ pub struct EventDetail {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerRow {
-    pub kind: String,
+    pub kind: LedgerKind,
     pub delta: i64,
     /// The money behind the step, in words (`refund of CHF 24.50`).
     pub money: String,
@@ -218,7 +219,7 @@ pub struct KeyRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderDetail {
     pub order_id: String,
-    pub status: String,
+    pub status: OrderStatus,
     pub payment_status: String,
     pub package: Option<String>,
     pub customer_email: Option<String>,
@@ -268,7 +269,7 @@ pub struct OperatorRow {
 #[cfg(feature = "ssr")]
 mod server {
     use claimcheck_core::auth::{Role, SignedIn};
-    use claimcheck_core::money::{OrderStatus, format_money};
+    use claimcheck_core::money::{LedgerKind, OrderStatus, format_money};
     use claimcheck_core::{ClaimView, OrderView, Store, StoreError, now_ms};
     use leptos::prelude::*;
 
@@ -356,9 +357,9 @@ mod server {
             .ledger
             .into_iter()
             .map(|e| {
-                let words = match (e.kind.as_str(), e.amount) {
-                    ("unlock", _) => o.amount.map(|a| format!("paid {}", money(a))),
-                    ("revoke", Some(total)) => {
+                let words = match (e.kind, e.amount) {
+                    (LedgerKind::Unlock, _) => o.amount.map(|a| format!("paid {}", money(a))),
+                    (LedgerKind::Revoke, Some(total)) => {
                         let step = total - refunded_before;
                         refunded_before = total;
                         Some(format!(
@@ -367,7 +368,7 @@ mod server {
                             money(total)
                         ))
                     }
-                    ("restore", Some(total)) => {
+                    (LedgerKind::Restore, Some(total)) => {
                         let step = refunded_before - total;
                         refunded_before = total;
                         Some(format!(
@@ -376,8 +377,10 @@ mod server {
                             money(total)
                         ))
                     }
-                    ("dispute_hold", Some(a)) => Some(format!("dispute over {}", money(a))),
-                    ("dispute_release", _) => Some("dispute won".to_owned()),
+                    (LedgerKind::DisputeHold, Some(a)) => {
+                        Some(format!("dispute over {}", money(a)))
+                    }
+                    (LedgerKind::DisputeRelease, _) => Some("dispute won".to_owned()),
                     _ => None,
                 };
                 LedgerRow {
@@ -390,11 +393,10 @@ mod server {
                 }
             })
             .collect();
-        let status = o.status.parse::<OrderStatus>().ok();
-        let refundable = match (status, o.amount) {
-            (Some(s), Some(amount))
-                if s.is_paid()
-                    && !matches!(s, OrderStatus::Disputed | OrderStatus::Chargeback)
+        let refundable = match o.amount {
+            Some(amount)
+                if o.status.is_paid()
+                    && !matches!(o.status, OrderStatus::Disputed | OrderStatus::Chargeback)
                     && amount > o.amount_refunded =>
             {
                 Some(money(amount - o.amount_refunded))

@@ -17,10 +17,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An order's place in its life, as stored in `orders.status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     AwaitingPayment,
@@ -118,7 +118,7 @@ impl DisputeStatus {
 
 /// The kinds of ledger entry. Each order has at most one unlock; the others are steps, one
 /// row per (order, kind, step), the step naming the event or Idempotency-Key behind it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LedgerKind {
     /// The order was paid: its credits (positive).
@@ -134,6 +134,14 @@ pub enum LedgerKind {
 }
 
 impl LedgerKind {
+    pub const ALL: [LedgerKind; 5] = [
+        LedgerKind::Unlock,
+        LedgerKind::Revoke,
+        LedgerKind::Restore,
+        LedgerKind::DisputeHold,
+        LedgerKind::DisputeRelease,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             LedgerKind::Unlock => "unlock",
@@ -142,6 +150,23 @@ impl LedgerKind {
             LedgerKind::DisputeHold => "dispute_hold",
             LedgerKind::DisputeRelease => "dispute_release",
         }
+    }
+}
+
+impl FromStr for LedgerKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LedgerKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| format!("unknown ledger entry kind '{s}'"))
+    }
+}
+
+impl fmt::Display for LedgerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

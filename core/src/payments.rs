@@ -54,7 +54,10 @@ pub enum PaymentError {
     #[error("no order {0}")]
     NoSuchOrder(OrderId),
     #[error("order {order_id} is {status}: only a paid order can be refunded")]
-    NotRefundable { order_id: OrderId, status: String },
+    NotRefundable {
+        order_id: OrderId,
+        status: OrderStatus,
+    },
     #[error("order {0} has no payment intent on record: refund it in the Stripe Dashboard")]
     NoPaymentIntent(OrderId),
     #[error("order {0} has no amount on record: refund it in the Stripe Dashboard")]
@@ -151,7 +154,7 @@ pub async fn open_checkout(
         OrderCreation::Conflict => return Err(PaymentError::OrderConflict(order_id)),
     };
     let mut order = existing_order(store, &order_id).await?;
-    if order_status(&order)?.is_settled() {
+    if order.status.is_settled() {
         return Err(PaymentError::Settled(Box::new(order)));
     }
     let now = now_ms();
@@ -166,7 +169,7 @@ pub async fn open_checkout(
             .expire_checkout(&order_id, order.checkout_generation, now)
             .await?;
         order = existing_order(store, &order_id).await?;
-        if order_status(&order)?.is_settled() {
+        if order.status.is_settled() {
             return Err(PaymentError::Settled(Box::new(order)));
         }
     }
@@ -269,13 +272,6 @@ pub struct Refunded {
     pub already_refunded: bool,
 }
 
-fn order_status(order: &OrderView) -> Result<OrderStatus, PaymentError> {
-    order
-        .status
-        .parse()
-        .map_err(|e: String| PaymentError::Store(StoreError::Corrupt(e)))
-}
-
 /// A refund request of the order that has no final answer (its caller died or timed out).
 fn unanswered_refund(order: &OrderView) -> Option<&StripeRequestView> {
     order.stripe_requests.iter().find(|r| {
@@ -323,7 +319,7 @@ pub async fn refund(
             }
         }
         None => {
-            let status = order_status(&order)?;
+            let status = order.status;
             if !status.is_paid()
                 || matches!(status, OrderStatus::Disputed | OrderStatus::Chargeback)
             {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use claimcheck_core::audit::{Actor, AuditAction, AuditRecord};
 use claimcheck_core::fulfilment::{Packages, Plan, plan};
+use claimcheck_core::money::LedgerKind;
 use claimcheck_core::webhook::Envelope;
 use claimcheck_core::{
     ClaimOutcome, ClaimSource, DatabaseUrl, EventId, Fulfilled, LeasedClaim, OrderId, Store,
@@ -139,7 +140,7 @@ async fn unlocks(store: &Store, order: &str) -> i64 {
     order
         .ledger
         .iter()
-        .filter(|entry| entry.kind == "unlock")
+        .filter(|entry| entry.kind == LedgerKind::Unlock)
         .count() as i64
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use claimcheck_core::audit::Actor;
 use claimcheck_core::auth::{Role, hash_password};
+use claimcheck_core::money::OrderStatus;
 use claimcheck_core::payments;
 use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
 use claimcheck_core::token::{NewToken, random_id, token_hash};
@@ -343,13 +344,13 @@ impl AfterPurchase {
     ];
 
     /// The order's status and net credits (of 40) once every event is fulfilled.
-    fn expected(self) -> (&'static str, i64) {
+    fn expected(self) -> (OrderStatus, i64) {
         match self {
             AfterPurchase::Kept | AfterPurchase::RefundFails | AfterPurchase::DisputeWon => {
-                ("paid", 40)
+                (OrderStatus::Paid, 40)
             }
-            AfterPurchase::RefundedInTwoSteps => ("refunded", 0),
-            AfterPurchase::DisputeLost => ("chargeback", 0),
+            AfterPurchase::RefundedInTwoSteps => (OrderStatus::Refunded, 0),
+            AfterPurchase::DisputeLost => (OrderStatus::Chargeback, 0),
         }
     }
 }
@@ -450,7 +451,7 @@ async fn api_orders(
         // The webhook's worker pays the order first.
         for _ in 0..100 {
             if let Ok(Some(o)) = store.orders().get(&order_id).await
-                && o.status == "paid"
+                && o.status == OrderStatus::Paid
             {
                 break;
             }
@@ -748,7 +749,7 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
             let mut paid = false;
             for _ in 0..200 {
                 if let Ok(Some(o)) = store.orders().get(&order).await
-                    && o.status == "paid"
+                    && o.status == OrderStatus::Paid
                     && o.credits_granted == 40
                 {
                     paid = true;

@@ -66,7 +66,7 @@ pub fn OrderSummary(order: OrderDetail) -> impl IntoView {
     view! {
         <article class="summary" data-order=data_order>
             <a href=href class="mono">{order.order_id}</a>
-            " · " {order.status} " · " {order.customer_email.unwrap_or_default()} " · "
+            " · " {order.status.as_str()} " · " {order.customer_email.unwrap_or_default()} " · "
             <span>{order.credits_granted} " of " {order.credits} " credits granted"</span>
         </article>
     }
@@ -108,7 +108,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
         </div>
         <dl class="facts">
             <dt>"Status"</dt>
-            <dd data-testid="order-status">{order.status}</dd>
+            <dd data-testid="order-status">{order.status.as_str()}</dd>
             <dt>"Payment"</dt>
             <dd>{order.payment_status}</dd>
             <dt>"Customer"</dt>
@@ -159,7 +159,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                                     view! {
                                         <tr>
                                             <td>{e.at}</td>
-                                            <td>{e.kind}</td>
+                                            <td>{e.kind.as_str()}</td>
                                             <td>{format!("{:+}", e.delta)}</td>
                                             <td>{e.money}</td>
                                             <td>{source}</td>
@@ -283,7 +283,7 @@ fn refund_form(order: OrderDetail) -> impl IntoView {
             None => {
                 view! {
                     <p class="notice">
-                        "This order is " {order.status} ": nothing is left to refund."
+                        "This order is " {order.status.as_str()} ": nothing is left to refund."
                     </p>
                 }
                     .into_any()

@@ -7,6 +7,7 @@ use super::{Claims, Orders, StripeRequests};
 use crate::claim::ClaimState;
 use crate::error::StoreError;
 use crate::ids::{EventId, OrderId};
+use crate::money::{LedgerKind, OrderStatus};
 
 /// A claim as operators see it. Field names are a contract for scripts (`--json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -38,7 +39,7 @@ pub struct DeliveryView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerEntryView {
     /// unlock | revoke | restore | dispute_hold | dispute_release
-    pub kind: String,
+    pub kind: LedgerKind,
     pub delta: i64,
     /// The money behind the step, in minor units: for a revoke or restore the refunded total
     /// after it, for a dispute step the disputed amount.
@@ -56,7 +57,7 @@ pub struct OrderView {
     pub order_id: String,
     /// awaiting_payment | payment_failed | paid | partially_refunded | refunded | disputed |
     /// chargeback
-    pub status: String,
+    pub status: OrderStatus,
     pub payment_status: String,
     /// Net credits granted: the unlock minus what refunds and disputes took back.
     pub credits_granted: i64,
@@ -275,16 +276,18 @@ impl Orders<'_> {
         let ledger: Vec<LedgerEntryView> = entries
             .into_iter()
             .map(
-                |(kind, delta, event_id, idempotency_key, created_at, amount)| LedgerEntryView {
-                    kind,
-                    delta,
-                    amount,
-                    event_id,
-                    idempotency_key,
-                    created_at,
+                |(kind, delta, event_id, idempotency_key, created_at, amount)| {
+                    Ok(LedgerEntryView {
+                        kind: kind.parse().map_err(StoreError::Corrupt)?,
+                        delta,
+                        amount,
+                        event_id,
+                        idempotency_key,
+                        created_at,
+                    })
                 },
             )
-            .collect();
+            .collect::<Result<_, StoreError>>()?;
         let money = crate::money::MoneyFacts {
             credits,
             amount,
@@ -298,7 +301,7 @@ impl Orders<'_> {
         Ok(OrderView {
             credits_granted: ledger.iter().map(|e| e.delta).sum(),
             order_id,
-            status,
+            status: status.parse().map_err(StoreError::Corrupt)?,
             payment_status,
             credits,
             package,

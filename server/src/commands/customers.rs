@@ -45,7 +45,7 @@ pub async fn run(command: CustomersCommand) -> Result<(), ServerError> {
         .map(|o| {
             vec![
                 o.order_id.clone(),
-                o.status.clone(),
+                o.status.to_string(),
                 o.credits_granted.to_string(),
                 time(Some(o.created_at)),
             ]

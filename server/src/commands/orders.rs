@@ -96,7 +96,7 @@ pub async fn run(command: OrdersCommand) -> Result<(), ServerError> {
         .map(|e| {
             vec![
                 time(Some(e.created_at)),
-                e.kind.clone(),
+                e.kind.to_string(),
                 format!("{:+}", e.delta),
                 e.amount.map(money).unwrap_or_default(),
                 e.event_id

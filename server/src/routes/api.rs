@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use claimcheck_core::fulfilment::Packages;
+use claimcheck_core::money::OrderStatus;
 use claimcheck_core::payments::{CheckoutUrls, OrderRequest, PaymentError, open_checkout};
 use claimcheck_core::stripe::{CallError, StripeApi};
 use claimcheck_core::token::token_hash;
@@ -207,7 +208,7 @@ struct CreateOrder {
 #[derive(Serialize)]
 struct OrderSummary {
     order_id: String,
-    status: String,
+    status: OrderStatus,
     payment_status: String,
     package: Option<String>,
     customer_email: Option<String>,

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use claimcheck_core::money::{LedgerKind, OrderStatus};
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use claimcheck_core::{OrderId, now_ms};
 use serde_json::{Value, json};
@@ -196,7 +197,7 @@ async fn a_partial_refund_then_the_rest_leaves_no_credits(app: TestApp) {
     settle(&app).await;
     let half = order(&app, &o).await;
     assert_eq!(half.credits_granted, 20);
-    assert_eq!(half.status, "partially_refunded");
+    assert_eq!(half.status, OrderStatus::PartiallyRefunded);
     assert_eq!(half.amount_refunded, 2450);
     // The rest: a second charge.refunded on the same charge is its own action.
     let rest = deliver(&app, &o.refunded(4900)).await;
@@ -204,19 +205,19 @@ async fn a_partial_refund_then_the_rest_leaves_no_credits(app: TestApp) {
     settle(&app).await;
     let done = order(&app, &o).await;
     assert_eq!(done.credits_granted, 0);
-    assert_eq!(done.status, "refunded");
+    assert_eq!(done.status, OrderStatus::Refunded);
     assert_eq!(rows(&app, &o, "revoke").await, 2);
     let steps: Vec<(i64, Option<i64>)> = done
         .ledger
         .iter()
-        .filter(|e| e.kind == "revoke")
+        .filter(|e| e.kind == LedgerKind::Revoke)
         .map(|e| (e.delta, e.amount))
         .collect();
     assert_eq!(steps, vec![(-20, Some(2450)), (-20, Some(4900))]);
     assert!(
         done.ledger
             .iter()
-            .filter(|e| e.kind == "revoke")
+            .filter(|e| e.kind == LedgerKind::Revoke)
             .all(|e| e.event_id.is_some()),
         "each step names its event"
     );
@@ -231,7 +232,7 @@ async fn the_rest_before_the_partial_refund_converges_too(app: TestApp) {
     settle(&app).await;
     let done = order(&app, &o).await;
     assert_eq!(done.credits_granted, 0);
-    assert_eq!(done.status, "refunded");
+    assert_eq!(done.status, OrderStatus::Refunded);
     // The late partial refund found its money already taken back: no second revoke.
     assert_eq!(rows(&app, &o, "revoke").await, 1);
 
@@ -245,7 +246,7 @@ async fn the_rest_before_the_partial_refund_converges_too(app: TestApp) {
     settle(&app).await;
     let done = order(&app, &early).await;
     assert_eq!(done.credits_granted, 0);
-    assert_eq!(done.status, "refunded");
+    assert_eq!(done.status, OrderStatus::Refunded);
 }
 
 async fn three_partial_refunds_delivered_twice_with_twins_revoke_in_proportion(app: TestApp) {
@@ -264,7 +265,7 @@ async fn three_partial_refunds_delivered_twice_with_twins_revoke_in_proportion(a
         assert_eq!(order(&app, &o).await.credits_granted, credits, "{total}");
     }
     assert_eq!(rows(&app, &o, "revoke").await, 3);
-    assert_eq!(order(&app, &o).await.status, "partially_refunded");
+    assert_eq!(order(&app, &o).await.status, OrderStatus::PartiallyRefunded);
 }
 
 async fn a_refund_that_fails_gives_its_credits_back_once(app: TestApp) {
@@ -283,7 +284,7 @@ async fn a_refund_that_fails_gives_its_credits_back_once(app: TestApp) {
     settle(&app).await;
     let back = order(&app, &o).await;
     assert_eq!(back.credits_granted, 40);
-    assert_eq!(back.status, "paid");
+    assert_eq!(back.status, OrderStatus::Paid);
     assert_eq!(back.amount_refunded, 0);
     assert_eq!(back.refund_failed, 2450);
     assert_eq!(rows(&app, &o, "restore").await, 1);
@@ -292,7 +293,7 @@ async fn a_refund_that_fails_gives_its_credits_back_once(app: TestApp) {
     settle(&app).await;
     let refunded = order(&app, &o).await;
     assert_eq!(refunded.credits_granted, 0);
-    assert_eq!(refunded.status, "refunded");
+    assert_eq!(refunded.status, OrderStatus::Refunded);
 }
 
 async fn a_dispute_holds_the_credits_and_a_win_restores_them(app: TestApp) {
@@ -302,13 +303,13 @@ async fn a_dispute_holds_the_credits_and_a_win_restores_them(app: TestApp) {
     deliver(&app, &o.dispute("charge.dispute.created", "needs_response")).await;
     settle(&app).await;
     let held = order(&app, &o).await;
-    assert_eq!(held.status, "disputed");
+    assert_eq!(held.status, OrderStatus::Disputed);
     assert_eq!(held.credits_granted, 0, "what the refund left is held");
     assert_eq!(held.dispute_status.as_deref(), Some("open"));
     deliver(&app, &o.dispute("charge.dispute.closed", "won")).await;
     settle(&app).await;
     let won = order(&app, &o).await;
-    assert_eq!(won.status, "partially_refunded");
+    assert_eq!(won.status, OrderStatus::PartiallyRefunded);
     assert_eq!(won.credits_granted, 32);
     assert_eq!(rows(&app, &o, "dispute_hold").await, 1);
     assert_eq!(rows(&app, &o, "dispute_release").await, 1);
@@ -323,7 +324,7 @@ async fn a_lost_dispute_is_a_chargeback_without_credits(app: TestApp) {
     deliver(&app, &o.dispute("charge.dispute.created", "needs_response")).await;
     settle(&app).await;
     let lost = order(&app, &o).await;
-    assert_eq!(lost.status, "chargeback");
+    assert_eq!(lost.status, OrderStatus::Chargeback);
     assert_eq!(lost.credits_granted, 0);
     assert_eq!(lost.dispute_status.as_deref(), Some("lost"));
     assert_eq!(rows(&app, &o, "dispute_hold").await, 1);
@@ -397,7 +398,7 @@ async fn any_order_and_duplication_of_an_orders_events_ends_the_same(app: TestAp
                 .sum()
         };
         let case = &o.case;
-        assert_eq!(done.status, status, "{case}: {:?}", done.ledger);
+        assert_eq!(done.status.as_str(), status, "{case}: {:?}", done.ledger);
         assert_eq!(done.credits_granted, credits, "{case}: {:?}", done.ledger);
         assert_eq!(sum(&["unlock"]), 40, "{case}");
         assert_eq!(sum(&["revoke", "restore"]), -8, "{case}: {:?}", done.ledger);
@@ -423,7 +424,7 @@ async fn a_refund_racing_the_async_unlock_waits_for_it_on_postgres() {
     unpaid["data"]["object"]["payment_status"] = json!("unpaid");
     deliver(&app, &unpaid).await;
     settle(&app).await;
-    assert_eq!(order(&app, &o).await.status, "awaiting_payment");
+    assert_eq!(order(&app, &o).await.status, OrderStatus::AwaitingPayment);
 
     // The async payment's fulfilment, held open from another connection: the order is
     // paid and unlocked inside a transaction that has not committed.
@@ -476,5 +477,5 @@ async fn a_refund_racing_the_async_unlock_waits_for_it_on_postgres() {
     assert_eq!(attempts.len(), 1, "{attempts:?}");
     let done = order(&app, &o).await;
     assert_eq!(done.credits_granted, 0, "{:?}", done.ledger);
-    assert_eq!(done.status, "refunded");
+    assert_eq!(done.status, OrderStatus::Refunded);
 }

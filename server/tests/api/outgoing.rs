@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use claimcheck_core::audit::Actor;
+use claimcheck_core::money::{LedgerKind, OrderStatus};
 use claimcheck_core::payments::{self, CheckoutUrls};
 use claimcheck_core::stripe::{ApiKey, CallError, StripeApi, StripeConfig};
 use claimcheck_core::token::{NewToken, token_hash};
@@ -560,7 +561,7 @@ async fn a_refund_that_times_out_after_stripe_acted_is_retried_into_the_same_ref
     assert_eq!(shop.objects("refunds").await.len(), 1);
     assert_eq!(shop.ledger_rows("ord_refund", "revoke").await, 1);
     assert_eq!(shop.credits("ord_refund").await, 0);
-    assert_eq!(refunded.order.status, "refunded");
+    assert_eq!(refunded.order.status, OrderStatus::Refunded);
     let request = refunded
         .order
         .stripe_requests
@@ -657,7 +658,11 @@ async fn a_refund_and_its_charge_refunded_event_revoke_once(backend: Backend) {
         .await
         .unwrap()
         .unwrap();
-    let revoke = order.ledger.iter().find(|e| e.kind == "revoke").unwrap();
+    let revoke = order
+        .ledger
+        .iter()
+        .find(|e| e.kind == LedgerKind::Revoke)
+        .unwrap();
     assert_eq!(revoke.event_id, None);
     assert_eq!(
         revoke.idempotency_key.as_deref(),
@@ -1046,7 +1051,7 @@ async fn our_partial_refunds_and_their_events_revoke_each_share_once(backend: Ba
     assert!(half.revoked_now);
     assert_eq!(half.amount, Some(2450));
     assert_eq!(half.order.credits_granted, 20);
-    assert_eq!(half.order.status, "partially_refunded");
+    assert_eq!(half.order.status, OrderStatus::PartiallyRefunded);
     assert!(
         half.order
             .stripe_requests
@@ -1063,7 +1068,7 @@ async fn our_partial_refunds_and_their_events_revoke_each_share_once(backend: Ba
     let rest = shop.refund("ord_parts").await.unwrap();
     assert_eq!(rest.amount, Some(2450), "what was left");
     assert_eq!(rest.order.credits_granted, 0);
-    assert_eq!(rest.order.status, "refunded");
+    assert_eq!(rest.order.status, OrderStatus::Refunded);
     assert_eq!(shop.deliver_sim_events("charge.refunded").await, 2);
     assert_eq!(shop.credits("ord_parts").await, 0);
     assert_eq!(shop.ledger_rows("ord_parts", "revoke").await, 2);

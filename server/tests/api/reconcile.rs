@@ -149,7 +149,7 @@ impl Drill {
 
     async fn credits(&self, order: &OrderId) -> (String, i64) {
         let order = self.app.store.orders().get(order).await.unwrap().unwrap();
-        (order.status, order.credits_granted)
+        (order.status.to_string(), order.credits_granted)
     }
 }
 
