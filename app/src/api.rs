@@ -247,6 +247,23 @@ pub struct OrderSearch {
     pub balance: Option<i64>,
 }
 
+/// What the header search found, by kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchView {
+    pub term: String,
+    /// The customer (e-mail or customer id), their balance and how many orders they have.
+    pub customer: Option<CustomerHit>,
+    pub orders: Vec<OrderDetail>,
+    pub events: Vec<ClaimRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomerHit {
+    pub customer: String,
+    pub balance: i64,
+    pub orders: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRow {
     pub id: i64,
@@ -792,6 +809,29 @@ pub async fn search_orders(term: String) -> Result<OrderSearch, ServerFnError> {
     let balance = (term.contains('@') && !orders.is_empty())
         .then(|| orders.iter().map(|o| o.credits_granted).sum());
     Ok(OrderSearch { orders, balance })
+}
+
+/// Everything the header search finds for `term`, grouped by kind (`/search/go` opens the
+/// one match straight away; this is the list when there is not exactly one).
+#[server(prefix = "/dashboard/fn", endpoint = "search")]
+pub async fn global_search(term: String) -> Result<SearchView, ServerFnError> {
+    use claimcheck_core::now_ms;
+    use claimcheck_core::search::search;
+
+    let (store, _) = server::require(Role::Viewer).await?;
+    let found = search(&store, &term, now_ms())
+        .await
+        .map_err(server::unavailable)?;
+    Ok(SearchView {
+        term: found.term,
+        customer: found.customer.map(|c| CustomerHit {
+            customer: c.customer,
+            balance: c.balance,
+            orders: c.orders.len(),
+        }),
+        orders: found.orders.into_iter().map(server::order_detail).collect(),
+        events: found.events.into_iter().map(server::claim_row).collect(),
+    })
 }
 
 #[server(prefix = "/dashboard/fn", endpoint = "order")]

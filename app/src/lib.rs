@@ -15,8 +15,8 @@ use leptos_router::path;
 use crate::api::get_me;
 use crate::pages::{
     AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
-    OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage, TwoFactorLoginPage,
-    TwoFactorPage,
+    OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage, SearchPage,
+    TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.
@@ -93,6 +93,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audit") view=AuditPage/>
                     <Route path=path!("/reconcile") view=ReconcilePage/>
                     <Route path=path!("/operators") view=OperatorsPage/>
+                    <Route path=path!("/search") view=SearchPage/>
                 </Routes>
             </main>
         </Router>
@@ -127,6 +128,7 @@ fn TopBar() -> impl IntoView {
                             }}
                         </Transition>
                     </nav>
+                    <HeaderSearch/>
                     <div class="who">
                         <Transition fallback=|| ()>
                             {move || {
@@ -155,6 +157,60 @@ fn TopBar() -> impl IntoView {
                 }
             })}
         </header>
+    }
+}
+
+/// The search box on every page: a plain GET form to `/search/go`, which opens the one
+/// match or lists them. `/` anywhere outside a text field puts the cursor in it.
+#[component]
+fn HeaderSearch() -> impl IntoView {
+    let input = NodeRef::<leptos::html::Input>::new();
+    let term = use_location()
+        .query
+        .get_untracked()
+        .get("q")
+        .unwrap_or_default();
+    let on_search_page = use_location().pathname.get_untracked() == "/search";
+    let handle = window_event_listener(leptos::ev::keydown, move |ev| {
+        if ev.key() != "/" || ev.ctrl_key() || ev.meta_key() || ev.alt_key() {
+            return;
+        }
+        let typing = document()
+            .active_element()
+            .map(|el| {
+                let tag = el.tag_name().to_ascii_lowercase();
+                tag == "input"
+                    || tag == "textarea"
+                    || tag == "select"
+                    || el.has_attribute("contenteditable")
+            })
+            .unwrap_or(false);
+        if typing {
+            return;
+        }
+        if let Some(field) = input.get() {
+            ev.prevent_default();
+            let _ = field.focus();
+            field.select();
+        }
+    });
+    on_cleanup(move || handle.remove());
+    view! {
+        <form method="get" action="/search/go" role="search" class="header-search">
+            <label for="header-search" class="visually-hidden">"Search orders, customers and events"</label>
+            <input
+                id="header-search"
+                node_ref=input
+                type="search"
+                name="q"
+                value=on_search_page.then_some(term)
+                placeholder="Search id or e-mail  (/)"
+                aria-keyshortcuts="/"
+                autocomplete="off"
+                maxlength="320"
+            />
+            <button type="submit" class="button small">"Go"</button>
+        </form>
     }
 }
 

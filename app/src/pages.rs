@@ -9,6 +9,7 @@ mod operators;
 mod orders;
 mod overview;
 mod reconcile;
+mod search;
 mod two_factor;
 
 pub use audit::AuditPage;
@@ -20,4 +21,5 @@ pub use operators::OperatorsPage;
 pub use orders::{OrderPage, OrdersPage, RefundPage};
 pub use overview::OverviewPage;
 pub use reconcile::ReconcilePage;
+pub use search::SearchPage;
 pub use two_factor::{TwoFactorLoginPage, TwoFactorPage};

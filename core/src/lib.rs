@@ -30,6 +30,8 @@ pub mod payments;
 #[cfg(feature = "store")]
 pub mod reconcile;
 #[cfg(feature = "store")]
+pub mod search;
+#[cfg(feature = "store")]
 mod store;
 #[cfg(feature = "store")]
 pub mod stripe;

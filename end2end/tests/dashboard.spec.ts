@@ -133,7 +133,7 @@ test("the events list filters, searches and links to details", async ({ page }) 
   await page.goto("/events");
   await expect(page.getByRole("row")).not.toHaveCount(1);
   await shot(page, "events");
-  await page.getByLabel("Search").fill(SEEDED.paidOrder);
+  await page.getByLabel("Search", { exact: true }).fill(SEEDED.paidOrder);
   await page.getByRole("button", { name: "Filter" }).click();
   const rows = page.locator("tbody tr");
   await expect(rows).toHaveCount(1);

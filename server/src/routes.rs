@@ -6,6 +6,7 @@ mod auth;
 mod dashboard;
 mod health;
 mod limits;
+mod search;
 mod throttle;
 mod two_factor;
 mod webhook;
@@ -108,6 +109,7 @@ pub(crate) fn router(
         .route("/logout", axum::routing::post(auth::logout))
         .merge(actions::router())
         .merge(two_factor::router())
+        .merge(search::router())
         .merge(dashboard::router(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

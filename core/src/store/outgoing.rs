@@ -366,6 +366,17 @@ impl StripeRequests<'_> {
         rows.into_iter().map(request_view).collect()
     }
 
+    /// The orders whose requests made the Stripe object `object_id` (a refund, a session).
+    pub async fn orders_of_object(self, object_id: &str) -> Result<Vec<OrderId>, StoreError> {
+        const SQL: &str = "SELECT DISTINCT order_id FROM stripe_requests WHERE object_id = $1";
+        let ids: Vec<String> = on_pool!(self, pool => {
+            sqlx::query_scalar(SQL).bind(object_id.trim()).fetch_all(pool).await
+        })?;
+        ids.into_iter()
+            .map(|id| OrderId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .collect()
+    }
+
     /// Counts an attempt about to be sent; `None` if the request is already final.
     pub async fn start_attempt(self, key: &str, now: i64) -> Result<Option<i64>, StoreError> {
         let attempts = on_pool!(self, pool => {

@@ -456,6 +456,26 @@ impl Claims<'_> {
         })?;
         Ok(payload)
     }
+
+    /// Claims whose event id or object id (session, charge, refund, dispute) is `term`,
+    /// newest first: one indexed lookup each.
+    pub async fn find(
+        self,
+        term: &str,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<ClaimView>, StoreError> {
+        let sql = format!(
+            "SELECT {CLAIM_COLUMNS} FROM processed_stripe_events WHERE event_id IN ( \
+               SELECT event_id FROM processed_stripe_events WHERE event_id = $2 \
+               UNION SELECT event_id FROM processed_stripe_events WHERE object_id = $2) \
+             ORDER BY received_at DESC, event_id LIMIT $3"
+        );
+        let claims = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(now).bind(term.trim()).bind(limit).fetch_all(pool).await
+        })?;
+        Ok(claims)
+    }
 }
 
 impl Orders<'_> {

@@ -16,6 +16,7 @@ mod money;
 mod operator_cli;
 mod outgoing;
 mod reconcile;
+mod search;
 mod simulate;
 mod two_factor;
 mod webhook;

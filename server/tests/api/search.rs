@@ -1,0 +1,175 @@
+//! The header search: `GET /search/go` opens the one match (order, customer, event) or lands
+//! on the grouped results page; the results server function groups what it found.
+
+use claimcheck_core::auth::Role;
+use claimcheck_core::worker::{Worker, WorkerConfig};
+use serde_json::Value;
+
+use crate::helpers::{TestApp, fixture, on_both_backends};
+
+on_both_backends!(
+    one_match_opens_straight_away,
+    several_matches_or_none_land_on_the_results_page,
+    search_is_for_signed_in_operators_and_bounded,
+);
+
+/// Where `GET /search/go?q=term` sends `client`.
+async fn go(app: &TestApp, client: &reqwest::Client, term: &str) -> String {
+    let response = client
+        .get(app.url("/search/go"))
+        .query(&[("q", term)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303, "search for {term}");
+    response.headers()["location"].to_str().unwrap().to_owned()
+}
+
+/// The paid session, its twin and a refund of it, delivered and fulfilled.
+async fn paid_and_refunded(app: &TestApp) {
+    for name in [
+        "checkout.session.completed.paid",
+        "checkout.session.completed.paid.twin",
+        "charge.refunded",
+    ] {
+        assert_eq!(app.deliver(&fixture(name)).await.status(), 200, "{name}");
+    }
+    let worker = Worker::new(app.store.clone(), "search-test", WorkerConfig::default());
+    while !worker.run_once().await.unwrap().is_empty() {}
+}
+
+async fn one_match_opens_straight_away(app: TestApp) {
+    paid_and_refunded(&app).await;
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let order = "/orders/ord_pub_0001";
+    // The order by its own id, its session, its payment intent, and the charge refunded
+    // (whose events name the charge, not the order).
+    assert_eq!(go(&app, &viewer, "ord_pub_0001").await, order);
+    assert_eq!(
+        go(
+            &app,
+            &viewer,
+            "cs_test_pub0001a1YS1URlnyQCN5fUUduORoQ7Pw41PJ"
+        )
+        .await,
+        order
+    );
+    assert_eq!(
+        go(&app, &viewer, " pi_pub00013Mxc9vLkdIwHu7ix ").await,
+        order
+    );
+    assert_eq!(go(&app, &viewer, "ch_pub00013Mxc9vLk").await, order);
+    // An event by its id, even though it belongs to the order.
+    assert_eq!(
+        go(&app, &viewer, "evt_pub0001refund").await,
+        "/events/evt_pub0001refund"
+    );
+    // The customer by e-mail (any case) or Stripe customer id.
+    assert_eq!(
+        go(&app, &viewer, "Student1@Example.ch").await,
+        "/orders?q=Student1@Example.ch"
+    );
+    assert_eq!(
+        go(&app, &viewer, "cus_pub0001Q4vWm8").await,
+        "/orders?q=cus_pub0001Q4vWm8"
+    );
+    // Where the jump lands renders.
+    let page = viewer.get(app.url(order)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+}
+
+async fn several_matches_or_none_land_on_the_results_page(app: TestApp) {
+    // Two refund.failed events for a payment intent no order knows: two events, no order.
+    for (id, refund) in [("evt_rf_1", "re_lost_1"), ("evt_rf_2", "re_lost_2")] {
+        let event = serde_json::json!({
+            "id": id, "object": "event", "type": "refund.failed", "created": 1_764_400_000,
+            "livemode": false,
+            "data": {"object": {"id": refund, "object": "refund", "amount": 100,
+                                "payment_intent": "pi_nobody", "status": "failed"}}
+        });
+        assert_eq!(
+            app.deliver(event.to_string().as_bytes()).await.status(),
+            200
+        );
+    }
+    let support = app.sign_in_as("sam", Role::Support).await;
+    assert_eq!(
+        go(&app, &support, "nothing_like_it").await,
+        "/search?q=nothing_like_it"
+    );
+    assert_eq!(go(&app, &support, "").await, "/search");
+    // One refund id: its one event.
+    assert_eq!(go(&app, &support, "re_lost_1").await, "/events/evt_rf_1");
+
+    let found: Value = app
+        .call(&support, "search", &[("term", "pi_nobody")])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(found["customer"].is_null(), "{found}");
+    assert_eq!(found["orders"].as_array().unwrap().len(), 0, "{found}");
+    assert_eq!(found["events"].as_array().unwrap().len(), 0, "{found}");
+
+    // Delivered sessions for two orders of one customer id, with no e-mail in common.
+    for (order, email) in [("ord_two_a", "a@example.ch"), ("ord_two_b", "b@example.ch")] {
+        let event = serde_json::json!({
+            "id": format!("evt_{order}"), "object": "event", "type": "checkout.session.completed",
+            "created": 1_764_400_000, "livemode": false,
+            "data": {"object": {"id": format!("cs_{order}"), "object": "checkout.session",
+                "payment_status": "paid", "amount_total": 4900, "currency": "chf",
+                "payment_intent": format!("pi_{order}"), "customer": "cus_twice",
+                "customer_details": {"email": email},
+                "metadata": {"order_id": order, "credits": "40"}}}
+        });
+        assert_eq!(
+            app.deliver(event.to_string().as_bytes()).await.status(),
+            200
+        );
+    }
+    let worker = Worker::new(app.store.clone(), "search-test", WorkerConfig::default());
+    while !worker.run_once().await.unwrap().is_empty() {}
+    let found: Value = app
+        .call(&support, "search", &[("term", "cus_twice")])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found["customer"]["orders"], 2, "{found}");
+    assert_eq!(found["customer"]["balance"], 80, "{found}");
+    assert_eq!(found["orders"].as_array().unwrap().len(), 2, "{found}");
+    // The results page lists both kinds for the server-rendered page.
+    let page = support
+        .get(app.url("/search?q=ord_two_a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains(r#"data-order="ord_two_a""#), "{html}");
+}
+
+async fn search_is_for_signed_in_operators_and_bounded(app: TestApp) {
+    let anonymous = TestApp::browser();
+    let response = anonymous
+        .get(app.url("/search/go?q=ord_pub_0001"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303);
+    let location = response.headers()["location"].to_str().unwrap();
+    assert!(location.starts_with("/login?next="), "{location}");
+    let refused = app.call(&anonymous, "search", &[("term", "x")]).await;
+    assert_eq!(refused.status(), 401);
+
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let long = "x".repeat(321);
+    let response = viewer
+        .get(app.url("/search/go"))
+        .query(&[("q", long.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("at most 320"));
+}
