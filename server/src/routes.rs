@@ -6,6 +6,7 @@ mod auth;
 mod dashboard;
 mod health;
 mod limits;
+mod metrics;
 mod throttle;
 mod two_factor;
 mod webhook;
@@ -125,6 +126,7 @@ pub(crate) fn router(
         .merge(webhook::router(config.webhook.max_body_bytes))
         .merge(api_routes)
         .merge(health::router())
+        .merge(metrics::router())
         .merge(operator_routes)
         .layer(axum::middleware::from_fn(limits::header_size))
         .with_state(state)
