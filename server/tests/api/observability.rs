@@ -1,5 +1,5 @@
 //! What operators watch: `/metrics` after a small run (deliveries, fulfilment, an outgoing
-//! Stripe call retried once, claims by state).
+//! Stripe call retried once, claims by state), and the request id every answer carries.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +8,7 @@ use claimcheck_core::token::{NewToken, token_hash};
 use claimcheck_sim::stripe_sim::{Fault, FaultMode, StripeSim};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, fixture, on_both_backends, spawn_app_with};
+use crate::helpers::{Backend, TestApp, fixture, on_both_backends, spawn_app, spawn_app_with};
 use crate::outgoing::{PACKAGES, stripe_api, urls};
 
 on_both_backends!(backend => a_small_run_is_counted_in_metrics);
@@ -198,4 +198,58 @@ async fn a_small_run_is_counted_in_metrics(backend: Backend) {
             .credits_granted,
         40
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_carries_its_request_id() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let id_of = |response: &reqwest::Response| {
+        response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // A caller's id comes back as it was sent, on every kind of route.
+    for path in ["/healthz", "/metrics", "/login", "/no-such-page"] {
+        let response = app
+            .client
+            .get(app.url(path))
+            .header("x-request-id", "lb-7f3a:0001")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(id_of(&response), "lb-7f3a:0001", "{path}");
+    }
+    let delivery = app
+        .client
+        .post(app.url("/webhooks/stripe"))
+        .header("x-request-id", "stripe-retry-2")
+        .body(fixture("checkout.session.completed.paid"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delivery.status(), 400);
+    assert_eq!(id_of(&delivery), "stripe-retry-2");
+
+    // Without one, each request gets a new UUID.
+    let first = id_of(&app.get_healthz().await);
+    let second = id_of(&app.get_healthz().await);
+    assert_eq!(first.len(), 36, "{first}");
+    assert_eq!(first.matches('-').count(), 4, "{first}");
+    assert_ne!(first, second);
+
+    // One that could break a log line, or is absurdly long, is replaced.
+    for insane in ["two words", "{\"forged\":true}", &"x".repeat(129)] {
+        let response = app
+            .client
+            .get(app.url("/healthz"))
+            .header("x-request-id", insane)
+            .send()
+            .await
+            .unwrap();
+        let id = id_of(&response);
+        assert_ne!(id, insane);
+        assert_eq!(id.len(), 36, "{id}");
+    }
 }
