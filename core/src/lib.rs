@@ -24,6 +24,8 @@ mod failpoint;
 #[cfg(feature = "store")]
 pub mod fulfilment;
 #[cfg(feature = "store")]
+pub mod observe;
+#[cfg(feature = "store")]
 pub mod ops;
 #[cfg(feature = "store")]
 pub mod payments;

@@ -443,15 +443,19 @@ impl StripeApi {
         id: &str,
     ) -> Result<stripe_checkout::CheckoutSession, CallError> {
         use stripe_client_core::StripeRequest;
-        RetrieveCheckoutSession::new(id)
+        let answer = RetrieveCheckoutSession::new(id)
             .customize()
             .send(self.client())
-            .await
-            .map_err(|e| CallError::Indeterminate {
-                key: format!("GET checkout session {id}"),
-                attempts: 1,
-                last: e.to_string(),
-            })
+            .await;
+        self.observer().stripe_answered(
+            "retrieve_checkout_session",
+            crate::stripe::answer_of(&answer),
+        );
+        answer.map_err(|e| CallError::Indeterminate {
+            key: format!("GET checkout session {id}"),
+            attempts: 1,
+            last: e.to_string(),
+        })
     }
 }
 

@@ -11,8 +11,12 @@
 //!   never a reason to make up a new key;
 //! - a request that succeeded or was refused is final: it is never sent again, so a key older
 //!   than Stripe's 24 hours can never create a second object.
+//!
+//! Every HTTP request it sends (retries and GETs included) is reported to its
+//! [`Observer`], which the server counts in `/metrics`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ::stripe::{
@@ -23,6 +27,7 @@ use stripe_client_core::StripeRequest;
 use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::ids::OrderId;
+use crate::observe::{Observer, StripeAnswer, Unobserved};
 use crate::store::{RequestOutcome, RequestStatus, Store, StripeRequestView};
 use crate::token::sha256_hex;
 
@@ -162,6 +167,7 @@ pub enum Sent<T> {
 pub struct StripeApi {
     client: Client,
     config: StripeConfig,
+    observer: Arc<dyn Observer>,
 }
 
 impl fmt::Debug for StripeApi {
@@ -189,6 +195,16 @@ struct Failure {
     http_status: Option<u16>,
     request_id: Option<String>,
     error: String,
+}
+
+/// What an attempt came back with, as the observer is told.
+pub(crate) fn answer_of<T>(answer: &Result<T, StripeError>) -> StripeAnswer {
+    match answer {
+        Ok(_) => StripeAnswer::Status(200),
+        Err(StripeError::Stripe(_, status)) => StripeAnswer::Status(*status),
+        Err(StripeError::Timeout) => StripeAnswer::Timeout,
+        Err(_) => StripeAnswer::Error,
+    }
 }
 
 /// Stripe's request id, when an error carries one (its `request_log_url` ends in it).
@@ -260,11 +276,24 @@ impl StripeApi {
             .timeout(config.timeout)
             .build()
             .map_err(|e| CallError::Config(e.to_string()))?;
-        Ok(StripeApi { client, config })
+        Ok(StripeApi {
+            client,
+            config,
+            observer: Arc::new(Unobserved),
+        })
+    }
+
+    /// The same client, reporting every request it sends to `observer`.
+    pub fn with_observer(self, observer: Arc<dyn Observer>) -> StripeApi {
+        StripeApi { observer, ..self }
     }
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    pub(crate) fn observer(&self) -> &dyn Observer {
+        self.observer.as_ref()
     }
 
     pub fn config(&self) -> &StripeConfig {
@@ -338,6 +367,8 @@ impl StripeApi {
                 .timeout(self.config.timeout)
                 .send(&self.client)
                 .await;
+            self.observer
+                .stripe_answered(operation.as_str(), answer_of(&answer));
             let error = match answer {
                 Ok(output) => {
                     let object = object_id(&output);
@@ -448,6 +479,8 @@ impl StripeApi {
             .timeout(self.config.timeout)
             .send(&self.client)
             .await;
+        self.observer
+            .stripe_answered("list_events", answer_of(&answer));
         let page = match answer {
             Ok(value) => value,
             Err(StripeError::Stripe(_, status)) if status == 401 || status == 403 => {

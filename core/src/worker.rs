@@ -3,7 +3,8 @@
 //! (claims from other instances, backoffs coming due, stale leases).
 //!
 //! `run_once` leases a batch and works it (`lease` and `work` apart, for drills that act
-//! between the two); `run` is the loop.
+//! between the two); `run` is the loop. Every attempt is reported to the worker's
+//! [`Observer`] (the server's metrics); nobody's by default.
 //!
 //! Attempts count fulfilment failures only: a database that is busy, restarting or failing
 //! over is waited out, within the lease, and a claim given back because the database stayed
@@ -20,6 +21,7 @@ use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::{Packages, Plan, plan};
 use crate::ids::EventId;
+use crate::observe::{Observer, Unobserved};
 use crate::store::{Fulfilled, LeasedClaim, Store};
 
 #[derive(Debug, Clone)]
@@ -101,6 +103,7 @@ pub struct Worker {
     store: Store,
     owner: String,
     config: WorkerConfig,
+    observer: Arc<dyn Observer>,
 }
 
 impl Worker {
@@ -109,7 +112,19 @@ impl Worker {
             store,
             owner: owner.into(),
             config,
+            observer: Arc::new(Unobserved),
         }
+    }
+
+    /// The same worker, reporting every attempt to `observer`.
+    pub fn with_observer(self, observer: Arc<dyn Observer>) -> Worker {
+        Worker { observer, ..self }
+    }
+
+    /// Reports what became of `claim` and hands the attempt on.
+    fn observed(&self, claim: &LeasedClaim, attempt: Attempt) -> Attempt {
+        self.observer.attempt_ended(claim, &attempt);
+        attempt
     }
 
     fn lease_ms(&self) -> i64 {
@@ -245,15 +260,13 @@ impl Worker {
         match fulfilled {
             Ok(Fulfilled::Processed) => {
                 tracing::debug!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
-                Ok(Attempt::Processed {
-                    event_id: claim.event_id,
-                })
+                let event_id = claim.event_id.clone();
+                Ok(self.observed(&claim, Attempt::Processed { event_id }))
             }
             Ok(Fulfilled::LeaseLost) => {
                 tracing::warn!(event_id = %claim.event_id, "lease lost before completion; nothing written");
-                Ok(Attempt::LeaseLost {
-                    event_id: claim.event_id,
-                })
+                let event_id = claim.event_id.clone();
+                Ok(self.observed(&claim, Attempt::LeaseLost { event_id }))
             }
             Ok(Fulfilled::OrderNotFound { payment_intent }) => {
                 let error = format!(
@@ -271,9 +284,8 @@ impl Worker {
                     .claims()
                     .release_uncounted(&claim.event_id, &self.owner, next, &error.to_string())
                     .await?;
-                Ok(Attempt::Deferred {
-                    event_id: claim.event_id,
-                })
+                let event_id = claim.event_id.clone();
+                Ok(self.observed(&claim, Attempt::Deferred { event_id }))
             }
             Err(error) => {
                 tracing::error!(error = &error as &dyn std::error::Error, event_id = %claim.event_id, "fulfilment failed");
@@ -302,19 +314,19 @@ impl Worker {
                 self.config.max_attempts,
             )
             .await?;
-        match gave_up {
-            None => Ok(Attempt::LeaseLost {
-                event_id: claim.event_id,
-            }),
+        let event_id = claim.event_id.clone();
+        let attempt = match gave_up {
+            None => Attempt::LeaseLost { event_id },
             Some(gave_up) => {
                 tracing::warn!(event_id = %claim.event_id, attempts = claim.attempts, gave_up, %error, "fulfilment attempt failed");
-                Ok(Attempt::Failed {
-                    event_id: claim.event_id,
+                Attempt::Failed {
+                    event_id,
                     error,
                     gave_up,
-                })
+                }
             }
-        }
+        };
+        Ok(self.observed(&claim, attempt))
     }
 
     /// Runs `event_id` now, through the same path as the worker loop, on behalf of `actor`,
@@ -338,7 +350,10 @@ impl Worker {
             .await?;
         let result = match taken {
             Some(claim) => {
-                let runner = Worker::new(self.store.clone(), owner, self.config.clone());
+                let runner = Worker {
+                    owner,
+                    ..self.clone()
+                };
                 Ok(runner.work(claim).await?)
             }
             None => Err(match self.store.claims().get(event_id, now_ms()).await? {

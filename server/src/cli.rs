@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{claims, customers, operators, orders, reconcile, tokens};
 use crate::config::flags::{DatabaseArgs, ServeArgs};
+use crate::telemetry::LogFormat;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -14,6 +15,15 @@ use crate::config::flags::{DatabaseArgs, ServeArgs};
     about = "Takes Stripe payments safely: every paid order fulfilled exactly once."
 )]
 pub struct Cli {
+    /// How log lines (on stderr) are written: text, or json (one object per line).
+    #[arg(
+        long = "log-format",
+        env = "CLAIMCHECK_LOG_FORMAT",
+        value_name = "CLAIMCHECK_LOG_FORMAT",
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }

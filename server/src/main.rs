@@ -9,7 +9,7 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init();
+    telemetry::init(cli.log_format);
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

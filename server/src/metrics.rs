@@ -1,40 +1,173 @@
-//! Prometheus metrics for webhook ingestion, rendered in the text exposition format.
+//! Prometheus metrics: webhook deliveries, fulfilment attempts, outgoing Stripe requests,
+//! reconcile runs and claims by state, in the Prometheus text format.
 //!
-//! Hand-rolled rather than a global recorder: each `Application` owns its own counters, so
-//! several instances in one process (the tests) never mix their figures, and the whole thing
-//! is a few atomics.
+//! Each `Application` owns its registry (no global recorder), so several instances in one
+//! process (the tests) never mix their figures. The hot paths, a delivery and a fulfilment
+//! attempt, touch only counter handles resolved up front and an atomic histogram. Claims by
+//! state are the database's, read at scrape time: true whichever instance is scraped.
 
-use std::fmt::Write;
+mod histogram;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use claimcheck_core::observe::{Observer, StripeAnswer};
 use claimcheck_core::webhook::DeliveryOutcome;
+use claimcheck_core::worker::Attempt;
+use claimcheck_core::{ClaimCounts, ClaimState, LeasedClaim};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
-/// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 12] = [
+use histogram::Histogram;
+
+/// Upper bounds of the acknowledgement latency buckets, in seconds.
+const ACK_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 
-#[derive(Debug, Default)]
+/// What a fulfilment attempt came to, as labelled in `claimcheck_fulfilment_attempts_total`.
+const ATTEMPT_RESULTS: [&str; 5] = ["processed", "failed", "gave_up", "lease_lost", "deferred"];
+
+fn attempt_result(attempt: &Attempt) -> usize {
+    match attempt {
+        Attempt::Processed { .. } => 0,
+        Attempt::Failed { gave_up: false, .. } => 1,
+        Attempt::Failed { gave_up: true, .. } => 2,
+        Attempt::LeaseLost { .. } => 3,
+        Attempt::Deferred { .. } => 4,
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StripeLabels {
+    operation: &'static str,
+    status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Debug)]
 pub struct Metrics {
-    deliveries: [AtomicU64; DeliveryOutcome::ALL.len()],
-    latency_buckets: [AtomicU64; BUCKETS.len()],
-    latency_count: AtomicU64,
-    latency_sum_micros: AtomicU64,
+    registry: Registry,
+    deliveries: [Counter; DeliveryOutcome::ALL.len()],
+    ack: Histogram,
     /// Signature failures since the last delivery that was accepted: a run of them with no
     /// success means the signing secret does not match Stripe's.
     bad_signatures_in_a_row: AtomicU64,
-    reconcile_runs: AtomicU64,
-    reconcile_failures: AtomicU64,
-    reconcile_listed: AtomicU64,
-    reconcile_recovered: AtomicU64,
+    attempts: [Counter; ATTEMPT_RESULTS.len()],
+    stripe_requests: Family<StripeLabels, Counter>,
+    reconcile_runs: Counter,
+    reconcile_failures: Counter,
+    reconcile_listed: Counter,
+    reconcile_recovered: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
+    pub fn new() -> Metrics {
+        // Counters are registered without `_total`: the encoder adds it.
+        let mut registry = Registry::with_prefix("claimcheck");
+
+        let deliveries = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Webhook deliveries by outcome",
+            deliveries.clone(),
+        );
+        let ack = Histogram::new(ACK_BUCKETS);
+        registry.register(
+            "webhook_ack_seconds",
+            "Time from receiving a delivery to answering it (claim made durable)",
+            ack.clone(),
+        );
+        let attempts = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "fulfilment_attempts",
+            "Fulfilment attempts by this process's workers, by result",
+            attempts.clone(),
+        );
+        let stripe_requests = Family::<StripeLabels, Counter>::default();
+        registry.register(
+            "stripe_requests",
+            "HTTP requests sent to Stripe, by operation and answer (HTTP status, timeout or error)",
+            stripe_requests.clone(),
+        );
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let counter = Counter::default();
+            registry.register(name, help, counter.clone());
+            counter
+        };
+        let reconcile_runs = counter(
+            &mut registry,
+            "reconcile_runs",
+            "Reconcile runs made by this process",
+        );
+        let reconcile_failures = counter(
+            &mut registry,
+            "reconcile_failures",
+            "Reconcile runs that failed (the cursor stayed)",
+        );
+        let reconcile_listed = counter(
+            &mut registry,
+            "reconcile_events_listed",
+            "Acting events listed from Stripe's API by reconcile runs",
+        );
+        let reconcile_recovered = counter(
+            &mut registry,
+            "reconcile_events_recovered",
+            "Events never delivered that reconcile runs claimed",
+        );
+
+        // Every label value is there from the start (at 0), and the hot paths never look one
+        // up again.
+        let deliveries = DeliveryOutcome::ALL.map(|outcome| {
+            deliveries
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.as_str(),
+                })
+                .clone()
+        });
+        let attempts =
+            ATTEMPT_RESULTS.map(|result| attempts.get_or_create(&ResultLabel { result }).clone());
+        Metrics {
+            registry,
+            deliveries,
+            ack,
+            bad_signatures_in_a_row: AtomicU64::new(0),
+            attempts,
+            stripe_requests,
+            reconcile_runs,
+            reconcile_failures,
+            reconcile_listed,
+            reconcile_recovered,
+        }
+    }
+
     /// Counts one answered delivery and how long it took to answer.
     pub fn observe(&self, outcome: DeliveryOutcome, elapsed: Duration) {
         if let Some(i) = DeliveryOutcome::ALL.iter().position(|o| *o == outcome) {
-            self.deliveries[i].fetch_add(1, Ordering::Relaxed);
+            self.deliveries[i].inc();
         }
         match outcome {
             DeliveryOutcome::BadSignature => {
@@ -46,32 +179,15 @@ impl Metrics {
             | DeliveryOutcome::Ignored => self.bad_signatures_in_a_row.store(0, Ordering::Relaxed),
             _ => {}
         }
-        let seconds = elapsed.as_secs_f64();
-        for (bucket, bound) in self.latency_buckets.iter().zip(BUCKETS) {
-            if seconds <= bound {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.latency_sum_micros.fetch_add(micros, Ordering::Relaxed);
+        self.ack.observe(elapsed);
     }
 
     /// The upper bound (in ms) of the bucket holding quantile `q` of the ack latencies seen
     /// by this process, and how many there were; `None` before the first delivery.
     pub fn ack_quantile(&self, q: f64) -> Option<(f64, u64)> {
-        let count = self.latency_count.load(Ordering::Relaxed);
-        if count == 0 {
-            return None;
-        }
-        let wanted = (q * count as f64).ceil() as u64;
-        let bound = BUCKETS
-            .iter()
-            .zip(&self.latency_buckets)
-            .find(|(_, bucket)| bucket.load(Ordering::Relaxed) >= wanted)
-            .map(|(bound, _)| *bound)
-            .unwrap_or(f64::INFINITY);
-        Some((bound * 1000.0, count))
+        self.ack
+            .quantile(q)
+            .map(|(seconds, count)| (seconds * 1000.0, count))
     }
 
     /// Signature failures since the last accepted delivery (in this process).
@@ -81,75 +197,58 @@ impl Metrics {
 
     /// Counts one reconcile run: `Some((listed, recovered))` if it succeeded.
     pub fn observe_reconcile(&self, outcome: Option<(u64, u64)>) {
-        self.reconcile_runs.fetch_add(1, Ordering::Relaxed);
+        self.reconcile_runs.inc();
         match outcome {
             Some((listed, recovered)) => {
-                self.reconcile_listed.fetch_add(listed, Ordering::Relaxed);
-                self.reconcile_recovered
-                    .fetch_add(recovered, Ordering::Relaxed);
+                self.reconcile_listed.inc_by(listed);
+                self.reconcile_recovered.inc_by(recovered);
             }
             None => {
-                self.reconcile_failures.fetch_add(1, Ordering::Relaxed);
+                self.reconcile_failures.inc();
             }
         }
     }
 
-    pub fn render(&self) -> String {
+    /// The exposition: this process's families, then the claims by state in the database
+    /// when they could be read (`None` leaves them out rather than show stale figures).
+    pub fn render(&self, claims: Option<&ClaimCounts>) -> String {
         let mut out = String::new();
-        for (name, help, value) in [
-            (
-                "claimcheck_reconcile_runs_total",
-                "Reconcile runs made by this process.",
-                &self.reconcile_runs,
-            ),
-            (
-                "claimcheck_reconcile_failures_total",
-                "Reconcile runs that failed (the cursor stayed).",
-                &self.reconcile_failures,
-            ),
-            (
-                "claimcheck_reconcile_events_listed_total",
-                "Acting events listed from Stripe's API by reconcile runs.",
-                &self.reconcile_listed,
-            ),
-            (
-                "claimcheck_reconcile_events_recovered_total",
-                "Events never delivered that reconcile runs claimed.",
-                &self.reconcile_recovered,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
-        }
-        out.push_str("# HELP claimcheck_webhook_deliveries_total Webhook deliveries by outcome.\n");
-        out.push_str("# TYPE claimcheck_webhook_deliveries_total counter\n");
-        for (outcome, count) in DeliveryOutcome::ALL.iter().zip(&self.deliveries) {
-            let _ = writeln!(
-                out,
-                "claimcheck_webhook_deliveries_total{{outcome=\"{outcome}\"}} {}",
-                count.load(Ordering::Relaxed)
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
+        if let Some(claims) = claims {
+            let mut registry = Registry::with_prefix("claimcheck");
+            let gauges = Family::<StateLabel, Gauge>::default();
+            registry.register(
+                "claims",
+                "Claims in the database by state (pending, running, stale, processed, failed)",
+                gauges.clone(),
             );
+            for state in ClaimState::ALL {
+                gauges
+                    .get_or_create(&StateLabel {
+                        state: state.as_str(),
+                    })
+                    .set(claims.get(state));
+            }
+            let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         }
-        out.push_str(
-            "# HELP claimcheck_webhook_ack_seconds Time from receiving a delivery to answering it (claim made durable).\n",
-        );
-        out.push_str("# TYPE claimcheck_webhook_ack_seconds histogram\n");
-        for (bound, bucket) in BUCKETS.iter().zip(&self.latency_buckets) {
-            let _ = writeln!(
-                out,
-                "claimcheck_webhook_ack_seconds_bucket{{le=\"{bound}\"}} {}",
-                bucket.load(Ordering::Relaxed)
-            );
-        }
-        let count = self.latency_count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "claimcheck_webhook_ack_seconds_bucket{{le=\"+Inf\"}} {count}"
-        );
-        let sum = self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "claimcheck_webhook_ack_seconds_sum {sum}");
-        let _ = writeln!(out, "claimcheck_webhook_ack_seconds_count {count}");
         out
+    }
+}
+
+impl Observer for Metrics {
+    fn attempt_ended(&self, _claim: &LeasedClaim, attempt: &Attempt) {
+        self.attempts[attempt_result(attempt)].inc();
+    }
+
+    fn stripe_answered(&self, operation: &'static str, answer: StripeAnswer) {
+        // Off the hot paths (a network round trip each): the label lookup is fine here.
+        self.stripe_requests
+            .get_or_create(&StripeLabels {
+                operation,
+                status: answer.to_string(),
+            })
+            .inc();
     }
 }
 
@@ -162,13 +261,40 @@ mod tests {
         let metrics = Metrics::default();
         metrics.observe(DeliveryOutcome::Claimed, Duration::from_micros(800));
         metrics.observe(DeliveryOutcome::BadSignature, Duration::from_millis(30));
-        let text = metrics.render();
+        let text = metrics.render(None);
         assert!(text.contains("claimcheck_webhook_deliveries_total{outcome=\"claimed\"} 1\n"));
         assert!(
             text.contains("claimcheck_webhook_deliveries_total{outcome=\"bad_signature\"} 1\n")
         );
+        assert!(text.contains("claimcheck_webhook_deliveries_total{outcome=\"ignored\"} 0\n"));
         assert!(text.contains("claimcheck_webhook_ack_seconds_bucket{le=\"0.001\"} 1\n"));
         assert!(text.contains("claimcheck_webhook_ack_seconds_bucket{le=\"0.05\"} 2\n"));
+        assert!(text.contains("claimcheck_webhook_ack_seconds_bucket{le=\"+Inf\"} 2\n"));
         assert!(text.contains("claimcheck_webhook_ack_seconds_count 2\n"));
+        assert!(text.contains("# TYPE claimcheck_webhook_ack_seconds histogram\n"));
+        assert!(!text.contains("claimcheck_claims{"), "{text}");
+    }
+
+    #[test]
+    fn claims_by_state_are_rendered_when_known() {
+        let metrics = Metrics::default();
+        let counts = ClaimCounts {
+            pending: 2,
+            processed: 5,
+            ..ClaimCounts::default()
+        };
+        let text = metrics.render(Some(&counts));
+        assert!(text.contains("# TYPE claimcheck_claims gauge\n"), "{text}");
+        assert!(text.contains("claimcheck_claims{state=\"pending\"} 2\n"));
+        assert!(text.contains("claimcheck_claims{state=\"processed\"} 5\n"));
+        assert!(text.contains("claimcheck_claims{state=\"stale\"} 0\n"));
+    }
+
+    #[test]
+    fn the_overview_reads_the_same_buckets() {
+        let metrics = Metrics::default();
+        assert_eq!(metrics.ack_quantile(0.5), None);
+        metrics.observe(DeliveryOutcome::Claimed, Duration::from_micros(1500));
+        assert_eq!(metrics.ack_quantile(0.5), Some((2.0, 1)));
     }
 }

@@ -6,6 +6,8 @@ mod auth;
 mod dashboard;
 mod health;
 mod limits;
+mod metrics;
+mod request_log;
 mod search;
 mod throttle;
 mod two_factor;
@@ -123,13 +125,16 @@ pub(crate) fn router(
         .layer(limits::bounded(API_CONCURRENCY, API_TIMEOUT));
     // The webhook keeps its own body limit and no concurrency limit shared with anything:
     // a busy dashboard or API can never hold Stripe's deliveries back.
-    axum::Router::new()
+    let router = axum::Router::new()
         .merge(webhook::router(config.webhook.max_body_bytes))
         .merge(api_routes)
         .merge(health::router())
+        .merge(metrics::router())
         .merge(operator_routes)
         .layer(axum::middleware::from_fn(limits::header_size))
-        .with_state(state)
+        .with_state(state);
+    // Outermost: every request, refused ones included, has its id and its span.
+    request_log::traced(router)
 }
 
 /// Requests the dashboard serves at once (more wait), and how long one may take.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
+use claimcheck_core::observe::Observer;
 use claimcheck_core::stripe::StripeApi;
 use claimcheck_core::worker::Worker;
 use claimcheck_core::{Store, StoreOptions};
@@ -61,6 +62,14 @@ impl Application {
         }
         let new_claim = Arc::new(Notify::new());
         let metrics = Arc::new(Metrics::default());
+        // The workers and the Stripe client report to this application's metrics.
+        let observer: Arc<dyn Observer> = metrics.clone();
+        let config = ServeConfig {
+            stripe: config
+                .stripe
+                .map(|api| api.with_observer(Arc::clone(&observer))),
+            ..config
+        };
         let router = routes::router(
             store.clone(),
             &config,
@@ -79,6 +88,7 @@ impl Application {
                     format!("{instance}/w{i}"),
                     config.worker.clone(),
                 )
+                .with_observer(Arc::clone(&observer))
             })
             .collect();
         Ok(Application {

@@ -2,18 +2,32 @@
 
 use std::io::IsTerminal;
 
+use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
-/// Logs to stderr; `RUST_LOG` picks the level (default `info`).
-pub fn init() {
+/// How log lines are written (`CLAIMCHECK_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// For a person: one readable line per event, the request's span in front.
+    #[default]
+    Text,
+    /// For a log collector: one JSON object per line, the event's fields at the top level
+    /// and its spans (the request id among them) under `span` and `spans`.
+    Json,
+}
+
+/// Logs to stderr in `format`; `RUST_LOG` picks the level (default `info`).
+pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_sessions=warn"));
-    // A second call (tests starting several apps) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+        .with_writer(std::io::stderr);
+    // A second call (tests starting several apps) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
+    };
 }
 
 /// `error: cause: cause` on one line, for messages a person reads in a terminal.

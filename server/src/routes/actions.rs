@@ -94,7 +94,8 @@ async fn redrive(
         state.store.clone(),
         actor.to_string(),
         (*state.worker).clone(),
-    );
+    )
+    .with_observer(state.webhook.metrics.clone());
     match worker.redrive(&event_id, &actor, form.reason.trim()).await {
         Ok(Ok(Attempt::Processed { .. })) => back(&page, "notice", "Re-driven: processed."),
         Ok(Ok(Attempt::Failed { error, gave_up, .. })) => back(

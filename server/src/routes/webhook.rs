@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::{Json, Router};
 use claimcheck_core::now_ms;
 use claimcheck_core::webhook::{Accepted, DeliveryOutcome, Ingestion, Refusal};
@@ -31,12 +31,10 @@ pub(crate) struct WebhookState {
 }
 
 pub(super) fn router(max_body_bytes: usize) -> Router<AppState> {
-    Router::new()
-        .route(
-            "/webhooks/stripe",
-            post(receive).layer(DefaultBodyLimit::max(max_body_bytes)),
-        )
-        .route("/metrics", get(metrics))
+    Router::new().route(
+        "/webhooks/stripe",
+        post(receive).layer(DefaultBodyLimit::max(max_body_bytes)),
+    )
 }
 
 async fn receive(
@@ -138,14 +136,4 @@ fn unavailable(outcome: DeliveryOutcome, reason: &str) -> (DeliveryOutcome, Resp
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
     (outcome, response)
-}
-
-async fn metrics(State(webhook): State<WebhookState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        webhook.metrics.render(),
-    )
 }

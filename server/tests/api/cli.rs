@@ -129,6 +129,128 @@ fn serve_stops_cleanly_on_sigterm() {
     assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
 }
 
+#[test]
+fn a_wrong_log_format_names_the_setting_and_the_choices() {
+    let output = claimcheck()
+        .arg("migrate")
+        .env("CLAIMCHECK_LOG_FORMAT", "xml")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CLAIMCHECK_LOG_FORMAT"), "{stderr}");
+    assert!(stderr.contains("'xml'"), "{stderr}");
+    assert!(stderr.contains("text, json"), "{stderr}");
+}
+
+/// One HTTP/1.1 exchange over a fresh connection; the whole answer, headers first.
+fn exchange(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The request span's fields of a JSON log line, wherever the line puts them.
+fn request_id_of(line: &serde_json::Value) -> Option<&str> {
+    std::iter::once(&line["span"])
+        .chain(line["spans"].as_array().into_iter().flatten())
+        .find_map(|span| span["request_id"].as_str())
+}
+
+#[test]
+fn json_logs_are_one_object_a_line_and_carry_the_request_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = KillOnDrop(
+        claimcheck()
+            .arg("serve")
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}/c.db", dir.path().display()),
+            )
+            .env("CLAIMCHECK_BIND", "127.0.0.1:0")
+            .env("CLAIMCHECK_LOG_FORMAT", "json")
+            .env("STRIPE_WEBHOOK_SECRET", "whsec_logs_0123456789abcdef")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = server.0.stderr.take().unwrap();
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut next_line = || {
+        let line = lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("no further log line");
+        let json: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|error| panic!("not one JSON object: {line}: {error}"));
+        seen.push(line);
+        json
+    };
+    let listening = loop {
+        let line = next_line();
+        if let Some(message) = line["message"].as_str()
+            && message.contains("serving the dashboard at")
+        {
+            break message.to_owned();
+        }
+    };
+    let addr = listening
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned();
+
+    // A request that succeeds is not logged at `info`; one refused is, with its id.
+    let ok = exchange(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nhost: claimcheck\r\nx-request-id: logs-ok-1\r\n\
+         connection: close\r\n\r\n",
+    );
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(ok.contains("x-request-id: logs-ok-1\r\n"), "{ok}");
+    let refused = exchange(
+        &addr,
+        "POST /webhooks/stripe HTTP/1.1\r\nhost: claimcheck\r\nx-request-id: logs-forged-2\r\n\
+         stripe-signature: t=1,v1=00\r\ncontent-type: application/json\r\n\
+         content-length: 2\r\nconnection: close\r\n\r\n{}",
+    );
+    assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    assert!(
+        refused.contains("x-request-id: logs-forged-2\r\n"),
+        "{refused}"
+    );
+    let line = loop {
+        let line = next_line();
+        if request_id_of(&line) == Some("logs-forged-2") {
+            break line;
+        }
+    };
+    assert_eq!(line["level"], "WARN", "{line}");
+    assert_eq!(line["outcome"], "bad_signature", "{line}");
+    assert!(
+        line["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("delivery refused")),
+        "{line}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.contains("logs-ok-1")),
+        "a successful request was logged at info: {seen:#?}"
+    );
+}
+
 /// Kills the child if the test fails before it exits on its own.
 struct KillOnDrop(std::process::Child);
 

@@ -13,6 +13,7 @@ mod fulfilment;
 mod hardening;
 mod health;
 mod money;
+mod observability;
 mod operator_cli;
 mod outgoing;
 mod reconcile;
