@@ -14,7 +14,7 @@ use std::time::Duration;
 use claimcheck_core::observe::{Observer, StripeAnswer};
 use claimcheck_core::webhook::DeliveryOutcome;
 use claimcheck_core::worker::Attempt;
-use claimcheck_core::{ClaimCounts, ClaimState, LeasedClaim};
+use claimcheck_core::{ClaimCounts, ClaimState, LeasedClaim, now_ms};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -26,6 +26,12 @@ use histogram::Histogram;
 /// Upper bounds of the acknowledgement latency buckets, in seconds.
 const ACK_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Upper bounds of the receipt-to-credits buckets, in seconds: a claim is usually fulfilled
+/// within milliseconds, one retried after backoffs of seconds up to an hour.
+const FULFILMENT_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
 ];
 
 /// What a fulfilment attempt came to, as labelled in `claimcheck_fulfilment_attempts_total`.
@@ -71,6 +77,7 @@ pub struct Metrics {
     /// success means the signing secret does not match Stripe's.
     bad_signatures_in_a_row: AtomicU64,
     attempts: [Counter; ATTEMPT_RESULTS.len()],
+    to_credits: Histogram,
     stripe_requests: Family<StripeLabels, Counter>,
     reconcile_runs: Counter,
     reconcile_failures: Counter,
@@ -106,6 +113,12 @@ impl Metrics {
             "fulfilment_attempts",
             "Fulfilment attempts by this process's workers, by result",
             attempts.clone(),
+        );
+        let to_credits = Histogram::new(FULFILMENT_BUCKETS);
+        registry.register(
+            "fulfilment_seconds",
+            "Time from receiving a claim to its fulfilment committed, for claims processed by this process",
+            to_credits.clone(),
         );
         let stripe_requests = Family::<StripeLabels, Counter>::default();
         registry.register(
@@ -156,6 +169,7 @@ impl Metrics {
             ack,
             bad_signatures_in_a_row: AtomicU64::new(0),
             attempts,
+            to_credits,
             stripe_requests,
             reconcile_runs,
             reconcile_failures,
@@ -237,8 +251,12 @@ impl Metrics {
 }
 
 impl Observer for Metrics {
-    fn attempt_ended(&self, _claim: &LeasedClaim, attempt: &Attempt) {
+    fn attempt_ended(&self, claim: &LeasedClaim, attempt: &Attempt) {
         self.attempts[attempt_result(attempt)].inc();
+        if let Attempt::Processed { .. } = attempt {
+            let waited = u64::try_from(now_ms().saturating_sub(claim.received_at)).unwrap_or(0);
+            self.to_credits.observe(Duration::from_millis(waited));
+        }
     }
 
     fn stripe_answered(&self, operation: &'static str, answer: StripeAnswer) {
@@ -288,6 +306,39 @@ mod tests {
         assert!(text.contains("claimcheck_claims{state=\"pending\"} 2\n"));
         assert!(text.contains("claimcheck_claims{state=\"processed\"} 5\n"));
         assert!(text.contains("claimcheck_claims{state=\"stale\"} 0\n"));
+    }
+
+    #[test]
+    fn a_processed_claim_is_timed_from_its_receipt() {
+        let metrics = Metrics::default();
+        let event_id: claimcheck_core::EventId = "evt_1".parse().unwrap();
+        let claim = LeasedClaim {
+            event_id: event_id.clone(),
+            event_type: "checkout.session.completed".into(),
+            payload: String::new(),
+            attempts: 1,
+            received_at: now_ms() - 2_000,
+        };
+        metrics.attempt_ended(
+            &claim,
+            &Attempt::LeaseLost {
+                event_id: event_id.clone(),
+            },
+        );
+        metrics.attempt_ended(&claim, &Attempt::Processed { event_id });
+        let text = metrics.render(None);
+        assert!(
+            text.contains("claimcheck_fulfilment_seconds_count 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("claimcheck_fulfilment_seconds_bucket{le=\"1\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("claimcheck_fulfilment_seconds_bucket{le=\"2.5\"} 1\n"),
+            "{text}"
+        );
     }
 
     #[test]

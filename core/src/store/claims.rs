@@ -19,6 +19,8 @@ pub struct LeasedClaim {
     pub payload: String,
     /// Attempts so far, this one included.
     pub attempts: i64,
+    /// When the claim was made (unix ms): its delivery received, or its reconcile run.
+    pub received_at: i64,
 }
 
 /// How applying a plan ended.
@@ -199,7 +201,7 @@ const TAKE_FOR_REDRIVE: &str = "\
         status = 'processing', next_attempt_at = $4 \
     WHERE event_id = $1 AND status IN ('processing', 'failed') \
       AND (lease_expires_at IS NULL OR lease_expires_at <= $4) \
-    RETURNING event_id, event_type, payload, attempts";
+    RETURNING event_id, event_type, payload, attempts, received_at";
 
 fn session_status(action: SessionAction) -> &'static str {
     match action {
@@ -391,13 +393,14 @@ impl Claims<'_> {
         // RETURNING follows no order: work the oldest first (a session before its refund).
         rows.sort_by_key(|row| row.4);
         rows.into_iter()
-            .map(|(event_id, event_type, payload, attempts, _)| {
+            .map(|(event_id, event_type, payload, attempts, received_at)| {
                 Ok(LeasedClaim {
                     event_id: EventId::parse(event_id)
                         .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                     event_type,
                     payload,
                     attempts,
+                    received_at,
                 })
             })
             .collect()
@@ -475,7 +478,7 @@ impl Claims<'_> {
         now: i64,
         lease_ms: i64,
     ) -> Result<Option<LeasedClaim>, StoreError> {
-        let row: Option<(String, String, String, i64)> = on_pool!(self, pool => {
+        let row: Option<(String, String, String, i64, i64)> = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let row = sqlx::query_as(TAKE_FOR_REDRIVE)
                 .bind(event_id.as_str())
@@ -487,12 +490,15 @@ impl Claims<'_> {
             tx.commit().await?;
             row
         });
-        Ok(row.map(|(_, event_type, payload, attempts)| LeasedClaim {
-            event_id: event_id.clone(),
-            event_type,
-            payload,
-            attempts,
-        }))
+        Ok(row.map(
+            |(_, event_type, payload, attempts, received_at)| LeasedClaim {
+                event_id: event_id.clone(),
+                event_type,
+                payload,
+                attempts,
+                received_at,
+            },
+        ))
     }
 
     /// Gives a leased claim back without counting its attempt (the database, not the claim,

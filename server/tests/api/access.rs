@@ -20,7 +20,7 @@ on_both_backends!(
 );
 
 /// Every page of the dashboard (GET), with a path that exists.
-const PAGES: [&str; 11] = [
+const PAGES: [&str; 12] = [
     "/",
     "/claims",
     "/events",
@@ -32,6 +32,7 @@ const PAGES: [&str; 11] = [
     "/audit",
     "/operators",
     "/claims?status=failed",
+    "/search?q=ord_pub_0001",
 ];
 
 /// Every mutating action, with a valid form.
@@ -71,7 +72,7 @@ fn arguments(path: &str) -> Vec<(&'static str, &'static str)> {
             ("after", ""),
         ],
         "event" => vec![("event_id", "evt_pub0001paid")],
-        "orders" => vec![("term", "ord_pub_0001")],
+        "orders" | "search" => vec![("term", "ord_pub_0001")],
         "order" => vec![("order_id", "ord_pub_0001")],
         _ => vec![],
     }
