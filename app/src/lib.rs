@@ -14,9 +14,9 @@ use leptos_router::path;
 
 use crate::api::get_me;
 use crate::pages::{
-    AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
-    OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage, TwoFactorLoginPage,
-    TwoFactorPage,
+    AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage, EventsPage, LoginPage,
+    NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage, ReconcilePage, RedrivePage,
+    RefundPage, TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.

@@ -37,7 +37,9 @@ impl BulkRuns {
         let stopped = self.stop.subscribe();
         let task = async move {
             match bulk_redrive::run(&store, &worker, &started, &actor, stopped).await {
-                Ok(batch) => tracing::debug!(batch_id = %batch.batch_id, state = %batch.state, "bulk re-drive returned"),
+                Ok(batch) => {
+                    tracing::debug!(batch_id = %batch.batch_id, state = %batch.state, "bulk re-drive returned")
+                }
                 Err(error) => tracing::error!(
                     error = &error as &dyn std::error::Error,
                     batch_id = %started.batch_id,
@@ -59,12 +61,12 @@ impl BulkRuns {
             Ok(mut tasks) => std::mem::take(&mut *tasks),
             Err(_) => return,
         };
-        let drained = tokio::time::timeout(grace, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
-            tracing::warn!("bulk re-drives still running at shutdown were abandoned; they show as interrupted");
+            tracing::warn!(
+                "bulk re-drives still running at shutdown were abandoned; they show as interrupted"
+            );
         }
     }
 }

@@ -18,15 +18,7 @@ use crate::components::{ActionNotices, ErrorNotice, Loaded, StateBadge, error_me
 const STATES: [&str; 4] = ["", "failed", "stale", "pending"];
 
 /// The filter fields, as the page's query names them.
-const FIELDS: [&str; 7] = [
-    "status",
-    "type",
-    "from",
-    "to",
-    "older_than",
-    "error",
-    "q",
-];
+const FIELDS: [&str; 7] = ["status", "type", "from", "to", "older_than", "error", "q"];
 
 #[component]
 pub fn BulkRedrivePage() -> impl IntoView {
@@ -42,7 +34,9 @@ pub fn BulkRedrivePage() -> impl IntoView {
             )
         },
         |(asked, [status, event_type, from, to, older_than, error, search])| async move {
-            if !asked {
+            // Only support and admins preview (the server function refuses the others, and
+            // a refusal here would answer the whole page 403).
+            if !asked || !get_me().await?.can_redrive() {
                 return Ok(None);
             }
             bulk_preview(status, event_type, from, to, older_than, error, search)
@@ -285,7 +279,7 @@ fn batch_list(batches: Vec<BatchSummary>) -> impl IntoView {
                                 <tr>
                                     <td class="mono"><a href=href>{b.batch_id}</a></td>
                                     <td><BatchBadge state=b.state/></td>
-                                    <td>{b.done} " / " {b.total}</td>
+                                    <td>{format!("{} / {}", b.done, b.total)}</td>
                                     <td>{b.failed}</td>
                                     <td>{b.skipped}</td>
                                     <td>{b.actor}</td>
@@ -379,6 +373,10 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
             batch.done, batch.total, batch.remaining
         ),
     };
+    let progress = format!(
+        "{} / {} done: {} processed, {} failed, {} skipped",
+        batch.done, batch.total, batch.processed, batch.failed, batch.skipped
+    );
     let cancel_form = (can_act && state == BatchState::Running && batch.cancel_requested_by.is_none())
         .then(|| {
             view! {
@@ -435,10 +433,7 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
             aria-label="Claims done"
             data-testid="batch-bar"
         ></progress>
-        <p data-testid="batch-progress">
-            {batch.done} " / " {batch.total} " done: " {batch.processed} " processed, "
-            {batch.failed} " failed, " {batch.skipped} " skipped"
-        </p>
+        <p data-testid="batch-progress">{progress}</p>
         {(state == BatchState::Running)
             .then(|| view! { <p><a href=href data-testid="batch-refresh">"Refresh"</a></p> })}
         <dl class="facts">

@@ -339,14 +339,16 @@ pub async fn run(
     let worker = Worker::new(store.clone(), runner.clone(), config.clone());
     let mut after = 0;
     let mut ended: Option<(BatchState, Option<String>)> = None;
-    // A cancel asked before the first claim.
-    if let Some(by) = store
+    // Still ours (a runner that lost the batch writes nothing), and not cancelled before
+    // its first claim.
+    match store
         .bulk_redrives()
         .heartbeat(batch_id, runner, now_ms() + HEARTBEAT_MS)
         .await?
-        .flatten()
     {
-        ended = Some((BatchState::Cancelled, Some(by)));
+        None => return current(store, batch_id).await,
+        Some(Some(by)) => ended = Some((BatchState::Cancelled, Some(by))),
+        Some(None) => {}
     }
     'claims: while ended.is_none() {
         let items = store

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use claimcheck_core::bulk::{BulkFilter, parse_age};
 use claimcheck_core::ops::Actor;
-use claimcheck_core::ops::bulk_redrive::{
-    self, BulkError, BulkPreview, Started, describe_filter,
-};
+use claimcheck_core::ops::bulk_redrive::{self, BulkError, BulkPreview, Started, describe_filter};
 use claimcheck_core::worker::WorkerConfig;
 use claimcheck_core::{BatchId, BatchView, ClaimState, Store, now_ms};
 use clap::Args;

@@ -219,7 +219,11 @@ async fn resume(
     match bulk_redrive::resume(&state.store, &actor, &batch_id, &form.reason).await {
         Ok(started) => {
             state.bulk.spawn(started, actor);
-            back(&page, "notice", "Resumed: the claims it had not reached run now.")
+            back(
+                &page,
+                "notice",
+                "Resumed: the claims it had not reached run now.",
+            )
         }
         Err(error) => back(&page, "error", &refusal(&error)),
     }
