@@ -334,6 +334,33 @@ mod server {
         ServerFnError::new(what)
     }
 
+    /// A date (YYYY-MM-DD, UTC) as unix ms: its first instant, or with `end` the first
+    /// instant of the next day; empty is no bound.
+    pub fn day(s: &str, end: bool) -> Result<Option<i64>, ServerFnError> {
+        if s.trim().is_empty() {
+            return Ok(None);
+        }
+        let date = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+            .map_err(|_| ServerFnError::new(format!("'{s}' is not a date (YYYY-MM-DD).")))?;
+        let date = if end {
+            date.succ_opt().unwrap_or(date)
+        } else {
+            date
+        };
+        Ok(date
+            .and_hms_opt(0, 0, 0)
+            .map(|t| t.and_utc().timestamp_millis()))
+    }
+
+    /// `no such thing` → `No such thing.`
+    pub fn sentence(text: &str) -> String {
+        let mut chars = text.chars();
+        match chars.next() {
+            Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+            None => text.to_owned(),
+        }
+    }
+
     pub fn time(ms: i64) -> String {
         chrono::DateTime::from_timestamp_millis(ms)
             .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
@@ -626,21 +653,6 @@ pub async fn list_events(
     const PAGE: i64 = 50;
     let (store, _) = server::require(Role::Viewer).await?;
     let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
-    let day = |s: &str, end: bool| -> Result<Option<i64>, ServerFnError> {
-        if s.trim().is_empty() {
-            return Ok(None);
-        }
-        let date = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-            .map_err(|_| ServerFnError::new(format!("'{s}' is not a date (YYYY-MM-DD).")))?;
-        let date = if end {
-            date.succ_opt().unwrap_or(date)
-        } else {
-            date
-        };
-        Ok(date
-            .and_hms_opt(0, 0, 0)
-            .map(|t| t.and_utc().timestamp_millis()))
-    };
     let state = match nonempty(status) {
         None => None,
         Some(s) => Some(s.parse::<ClaimState>().map_err(ServerFnError::new)?),
@@ -648,9 +660,10 @@ pub async fn list_events(
     let filter = EventFilter {
         state,
         event_type: nonempty(event_type),
-        from: day(&from, false)?,
-        to: day(&to, true)?,
+        from: server::day(&from, false)?,
+        to: server::day(&to, true)?,
         search: nonempty(search),
+        error_contains: None,
     };
     let after = after
         .split_once(':')
@@ -888,6 +901,237 @@ pub async fn list_operators() -> Result<Vec<OperatorRow>, ServerFnError> {
             role: o.role,
             created_at: server::time(o.created_at),
             disabled: o.disabled_at.is_some(),
+        })
+        .collect())
+}
+
+/// What a bulk re-drive over a filter would do (support and admin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkPreviewView {
+    /// The filter as the start will apply it (times absolute): the confirmation form
+    /// carries it back unchanged.
+    pub filter: claimcheck_core::bulk::BulkFilter,
+    /// The filter in words.
+    pub described: String,
+    pub claims: i64,
+    pub orders: i64,
+    pub orders_credited: i64,
+    pub without_order: i64,
+    pub unplannable: i64,
+    pub rows: Vec<BulkPreviewRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkPreviewRow {
+    pub claim: ClaimRow,
+    pub order_id: Option<String>,
+    pub credited: bool,
+}
+
+/// A bulk re-drive, as its progress page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchDetail {
+    pub batch_id: String,
+    pub state: claimcheck_core::bulk::BatchState,
+    pub total: i64,
+    pub done: i64,
+    pub processed: i64,
+    pub failed: i64,
+    pub skipped: i64,
+    pub remaining: i64,
+    pub actor: String,
+    pub reason: String,
+    pub described: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// Who asked it to stop (it may still be finishing its current claim).
+    pub cancel_requested_by: Option<String>,
+    /// The claims that failed again, and why (the first 100).
+    pub failures: Vec<BatchItemRow>,
+    /// The claims left alone because someone else held or had done them (the first 100).
+    pub skips: Vec<BatchItemRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchItemRow {
+    pub event_id: String,
+    pub detail: String,
+}
+
+/// What a bulk re-drive over the filter would do. Times: `from` and `to` are dates
+/// (YYYY-MM-DD, UTC), `older_than` an age (10m, 2h, 3d).
+#[server(prefix = "/dashboard/fn", endpoint = "bulk_preview")]
+pub async fn bulk_preview(
+    status: String,
+    event_type: String,
+    from: String,
+    to: String,
+    older_than: String,
+    error_contains: String,
+    search: String,
+) -> Result<BulkPreviewView, ServerFnError> {
+    use claimcheck_core::bulk::{BulkFilter, parse_age};
+    use claimcheck_core::now_ms;
+    use claimcheck_core::ops::bulk_redrive::{BulkError, describe_filter, preview};
+
+    let (store, _) = server::require(Role::Support).await?;
+    let worker = use_context::<std::sync::Arc<claimcheck_core::worker::WorkerConfig>>()
+        .ok_or_else(|| ServerFnError::new("The dashboard is not connected to the server."))?;
+    let now = now_ms();
+    let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    let state = match nonempty(status) {
+        None => None,
+        Some(s) => Some(s.parse::<ClaimState>().map_err(ServerFnError::new)?),
+    };
+    let older = match nonempty(older_than) {
+        None => None,
+        Some(age) => Some(now - parse_age(&age).map_err(|e| ServerFnError::new(e.to_string()))?),
+    };
+    let to = server::day(&to, true)?;
+    let received_before = match (older, to) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let filter = BulkFilter {
+        state,
+        event_type: nonempty(event_type),
+        received_after: server::day(&from, false)?,
+        received_before,
+        error_contains: nonempty(error_contains),
+        search: nonempty(search),
+    };
+    let preview = preview(&store, &worker, filter, now)
+        .await
+        .map_err(|error| match error {
+            BulkError::Store(error) => server::unavailable(error),
+            other => ServerFnError::new(server::sentence(&other.to_string())),
+        })?;
+    Ok(BulkPreviewView {
+        described: describe_filter(&preview.filter),
+        filter: preview.filter,
+        claims: preview.claims,
+        orders: preview.orders,
+        orders_credited: preview.orders_credited,
+        without_order: preview.without_order,
+        unplannable: preview.unplannable,
+        rows: preview
+            .first
+            .into_iter()
+            .map(|r| BulkPreviewRow {
+                claim: server::claim_row(r.claim),
+                order_id: r.order_id,
+                credited: r.credited,
+            })
+            .collect(),
+    })
+}
+
+/// One bulk re-drive, for its progress page; `None` if there is no such batch.
+#[server(prefix = "/dashboard/fn", endpoint = "bulk_batch")]
+pub async fn bulk_batch(batch_id: String) -> Result<Option<BatchDetail>, ServerFnError> {
+    use claimcheck_core::bulk::ItemOutcome;
+    use claimcheck_core::ops::bulk_redrive::describe_filter;
+    use claimcheck_core::{BatchId, now_ms};
+
+    let (store, _) = server::require(Role::Viewer).await?;
+    let Ok(id) = BatchId::parse(batch_id.trim()) else {
+        return Ok(None);
+    };
+    let Some(batch) = store
+        .bulk_redrives()
+        .get(&id, now_ms())
+        .await
+        .map_err(server::unavailable)?
+    else {
+        return Ok(None);
+    };
+    let items = |outcome| {
+        let store = store.clone();
+        let id = id.clone();
+        async move {
+            store
+                .bulk_redrives()
+                .items(&id, Some(outcome), 100)
+                .await
+                .map_err(server::unavailable)
+                .map(|items| {
+                    items
+                        .into_iter()
+                        .map(|i| BatchItemRow {
+                            event_id: i.event_id,
+                            detail: i.detail.unwrap_or_default(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+        }
+    };
+    let failures = if batch.failed > 0 {
+        items(ItemOutcome::Failed).await?
+    } else {
+        Vec::new()
+    };
+    let skips = if batch.skipped > 0 {
+        items(ItemOutcome::Skipped).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Some(BatchDetail {
+        done: batch.done(),
+        remaining: batch.remaining(),
+        described: describe_filter(&batch.filter),
+        started_at: server::time(batch.created_at),
+        finished_at: batch.finished_at.map(server::time),
+        batch_id: batch.batch_id,
+        state: batch.state,
+        total: batch.total,
+        processed: batch.processed,
+        failed: batch.failed,
+        skipped: batch.skipped,
+        actor: batch.actor,
+        reason: batch.reason,
+        cancel_requested_by: batch.cancel_requested_by,
+        failures,
+        skips,
+    }))
+}
+
+/// A bulk re-drive in the list of recent ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSummary {
+    pub batch_id: String,
+    pub state: claimcheck_core::bulk::BatchState,
+    pub total: i64,
+    pub done: i64,
+    pub failed: i64,
+    pub skipped: i64,
+    pub actor: String,
+    pub reason: String,
+    pub started_at: String,
+}
+
+/// The latest bulk re-drives, newest first.
+#[server(prefix = "/dashboard/fn", endpoint = "bulk_batches")]
+pub async fn bulk_batches() -> Result<Vec<BatchSummary>, ServerFnError> {
+    use claimcheck_core::now_ms;
+
+    let (store, _) = server::require(Role::Viewer).await?;
+    let batches = store
+        .bulk_redrives()
+        .recent(now_ms(), 20)
+        .await
+        .map_err(server::unavailable)?;
+    Ok(batches
+        .into_iter()
+        .map(|b| BatchSummary {
+            done: b.done(),
+            started_at: server::time(b.created_at),
+            batch_id: b.batch_id,
+            state: b.state,
+            total: b.total,
+            failed: b.failed,
+            skipped: b.skipped,
+            actor: b.actor,
+            reason: b.reason,
         })
         .collect())
 }

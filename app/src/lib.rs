@@ -14,9 +14,9 @@ use leptos_router::path;
 
 use crate::api::get_me;
 use crate::pages::{
-    AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
-    OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage, SearchPage,
-    TwoFactorLoginPage, TwoFactorPage,
+    AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage, EventsPage, LoginPage,
+    NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage, ReconcilePage, RedrivePage,
+    RefundPage, SearchPage, TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.
@@ -84,6 +84,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/login/2fa") view=TwoFactorLoginPage/>
                     <Route path=path!("/account/2fa") view=TwoFactorPage/>
                     <Route path=path!("/claims") view=ClaimsPage/>
+                    <Route path=path!("/claims/redrive") view=BulkRedrivePage/>
+                    <Route path=path!("/claims/redrive/:id") view=BulkBatchPage/>
                     <Route path=path!("/events") view=EventsPage/>
                     <Route path=path!("/events/:id") view=EventPage/>
                     <Route path=path!("/events/:id/redrive") view=RedrivePage/>

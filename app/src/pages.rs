@@ -1,6 +1,7 @@
 //! One module per page.
 
 mod audit;
+mod bulk_redrive;
 mod claims;
 mod events;
 mod login;
@@ -13,6 +14,7 @@ mod search;
 mod two_factor;
 
 pub use audit::AuditPage;
+pub use bulk_redrive::{BulkBatchPage, BulkRedrivePage};
 pub use claims::ClaimsPage;
 pub use events::{EventPage, EventsPage, RedrivePage};
 pub use login::LoginPage;

@@ -47,6 +47,9 @@ pub enum AuditAction {
     TokenCreate,
     TokenRevoke,
     Redrive,
+    BulkRedrive,
+    BulkRedriveCancel,
+    BulkRedriveResume,
     Refund,
     Reconcile,
 }
@@ -63,6 +66,9 @@ impl AuditAction {
             AuditAction::TokenCreate => "token_create",
             AuditAction::TokenRevoke => "token_revoke",
             AuditAction::Redrive => "redrive",
+            AuditAction::BulkRedrive => "bulk_redrive",
+            AuditAction::BulkRedriveCancel => "bulk_redrive_cancel",
+            AuditAction::BulkRedriveResume => "bulk_redrive_resume",
             AuditAction::Refund => "refund",
             AuditAction::Reconcile => "reconcile",
         }

@@ -75,6 +75,11 @@ id_type!(
     ObjectId,
     "the object id"
 );
+id_type!(
+    /// A bulk re-drive batch (`bulk_…`).
+    BatchId,
+    "the batch id"
+);
 
 #[cfg(test)]
 mod tests {

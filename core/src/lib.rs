@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod bulk;
 mod claim;
 mod ids;
 pub mod money;
@@ -47,7 +48,7 @@ pub mod webhook;
 pub mod worker;
 
 pub use claim::{ClaimCounts, ClaimState};
-pub use ids::{EventId, IdError, ObjectId, OrderId};
+pub use ids::{BatchId, EventId, IdError, ObjectId, OrderId};
 
 #[cfg(feature = "store")]
 pub use clock::now_ms;
@@ -57,9 +58,9 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 #[cfg(feature = "store")]
 pub use store::{
-    AuditEntry, BatchWriter, ClaimOutcome, ClaimSource, ClaimView, CustomerView,
-    DELIVERIES_KEPT_PER_EVENT, DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView,
-    MigrationStatus, NewOrder, OperatorCredentials, OperatorView, OrderCreation, OrderView,
-    ReconcileRunView, RequestOutcome, RequestStatus, Store, StoreOptions, StripeRequestView,
-    TokenView, WriteOp, WriteResult,
+    AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark, ClaimOutcome, ClaimSource,
+    ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView, EventFilter, Fulfilled,
+    LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder, OperatorCredentials, OperatorView,
+    OrderCreation, OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus,
+    SelectedClaim, Store, StoreOptions, StripeRequestView, TokenView, WriteOp, WriteResult,
 };

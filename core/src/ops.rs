@@ -1,8 +1,10 @@
 //! What operators do, each written once: validate, act, audit. The CLI, the dashboard's
 //! actions and the server functions are thin adapters over these functions. Re-drive
 //! ([`crate::worker::Worker::redrive`]) and refund ([`crate::payments::refund`]) follow the
-//! same shape where they live.
+//! same shape where they live; bulk re-drive ([`bulk_redrive`]) runs each claim through
+//! the single re-drive's compare-and-set.
 
+pub mod bulk_redrive;
 mod operators;
 mod reconcile;
 mod tokens;

@@ -32,6 +32,7 @@ macro_rules! on_pool {
 
 mod audit;
 mod batch_writer;
+mod bulk_redrive;
 mod claims;
 mod deliveries;
 mod money;
@@ -43,6 +44,7 @@ mod views;
 
 pub use audit::AuditEntry;
 pub use batch_writer::BatchWriter;
+pub use bulk_redrive::{BatchItemView, BatchView, CancelMark, Recorded, SelectedClaim};
 pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, ClaimSource, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
 pub use operators::{OperatorCredentials, OperatorView};
@@ -170,6 +172,8 @@ aggregates! {
     Tokens => tokens;
     /// Reconcile runs and the lease that lets one run at a time.
     ReconcileRuns => reconcile_runs;
+    /// Bulk re-drive batches, their claims and their runner's heartbeat.
+    BulkRedrives => bulk_redrives;
 }
 
 /// The database, shared by every request handler and worker (cheap to clone).

@@ -68,6 +68,19 @@ pub enum RedriveRefused {
     NoReason,
 }
 
+/// What a re-drive came to, in the audit log's words.
+pub(crate) fn describe(result: &Result<Attempt, RedriveRefused>) -> String {
+    match result {
+        Ok(Attempt::Processed { .. }) => "processed".to_owned(),
+        Ok(Attempt::Failed { error, .. }) => format!("failed: {error}"),
+        Ok(Attempt::LeaseLost { .. }) => "lease lost".to_owned(),
+        Ok(Attempt::Deferred { .. }) => {
+            "deferred: the database was unavailable; it will run again".to_owned()
+        }
+        Err(refused) => format!("refused: {refused}"),
+    }
+}
+
 /// What one attempt did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
@@ -343,38 +356,8 @@ impl Worker {
             return Ok(Err(RedriveRefused::NoReason));
         }
         let owner = format!("redrive:{actor}:{}", now_ms());
-        let taken = self
-            .store
-            .claims()
-            .take_for_redrive(event_id, &owner, now_ms(), self.lease_ms())
-            .await?;
-        let result = match taken {
-            Some(claim) => {
-                let runner = Worker {
-                    owner,
-                    ..self.clone()
-                };
-                Ok(runner.work(claim).await?)
-            }
-            None => Err(match self.store.claims().get(event_id, now_ms()).await? {
-                None => RedriveRefused::NotFound(event_id.to_string()),
-                Some(claim) if claim.status == ClaimState::Processed => {
-                    RedriveRefused::AlreadyProcessed
-                }
-                Some(claim) => RedriveRefused::Running {
-                    owner: claim.lease_owner.unwrap_or_default(),
-                },
-            }),
-        };
-        let outcome = match &result {
-            Ok(Attempt::Processed { .. }) => "processed".to_owned(),
-            Ok(Attempt::Failed { error, .. }) => format!("failed: {error}"),
-            Ok(Attempt::LeaseLost { .. }) => "lease lost".to_owned(),
-            Ok(Attempt::Deferred { .. }) => {
-                "deferred: the database was unavailable; it will run again".to_owned()
-            }
-            Err(refused) => format!("refused: {refused}"),
-        };
+        let result = self.take_and_work(event_id, owner).await?;
+        let outcome = describe(&result);
         self.store
             .audit()
             .record(
@@ -389,6 +372,41 @@ impl Worker {
             )
             .await?;
         Ok(result)
+    }
+
+    /// Takes the lease on `event_id` with re-drive's compare-and-set, as `owner`, and works
+    /// the claim through the worker's path; refused (and nothing written) if it is processed
+    /// or someone holds a live lease. Not audited: the callers audit in their own words.
+    pub(crate) async fn take_and_work(
+        &self,
+        event_id: &EventId,
+        owner: String,
+    ) -> Result<Result<Attempt, RedriveRefused>, StoreError> {
+        let taken = self
+            .store
+            .claims()
+            .take_for_redrive(event_id, &owner, now_ms(), self.lease_ms())
+            .await?;
+        match taken {
+            Some(claim) => {
+                let runner = Worker {
+                    owner,
+                    ..self.clone()
+                };
+                Ok(Ok(runner.work(claim).await?))
+            }
+            None => Ok(Err(
+                match self.store.claims().get(event_id, now_ms()).await? {
+                    None => RedriveRefused::NotFound(event_id.to_string()),
+                    Some(claim) if claim.status == ClaimState::Processed => {
+                        RedriveRefused::AlreadyProcessed
+                    }
+                    Some(claim) => RedriveRefused::Running {
+                        owner: claim.lease_owner.unwrap_or_default(),
+                    },
+                },
+            )),
+        }
     }
 
     /// The stale sweep: claims whose lease expired on their last attempt become `failed`

@@ -3,6 +3,7 @@
 //! is in [`output`].
 
 pub mod backup;
+mod bulk_redrive;
 pub mod claims;
 pub mod customers;
 pub mod migrate;

@@ -3,6 +3,7 @@
 mod actions;
 mod api;
 mod auth;
+mod bulk_redrive;
 mod dashboard;
 mod health;
 mod limits;
@@ -42,6 +43,7 @@ pub(crate) struct AppState {
     pub auth: Arc<auth::AuthState>,
     pub worker: Arc<claimcheck_core::worker::WorkerConfig>,
     pub reconcile: claimcheck_core::reconcile::ReconcileConfig,
+    pub bulk: crate::bulk_runs::BulkRuns,
 }
 
 pub(crate) fn router(
@@ -50,6 +52,7 @@ pub(crate) fn router(
     local_addr: SocketAddr,
     metrics: Arc<Metrics>,
     new_claim: Arc<tokio::sync::Notify>,
+    bulk: crate::bulk_runs::BulkRuns,
 ) -> axum::Router {
     let leptos_options = dashboard::leptos_options(config, local_addr);
     let ingestion = config.webhook.verifier.clone().map(|verifier| {
@@ -85,6 +88,7 @@ pub(crate) fn router(
         }),
         worker: Arc::new(config.worker.clone()),
         reconcile: config.reconcile.config.clone(),
+        bulk,
     };
     // Everything an operator uses sits behind the session layer and the guard; the webhook,
     // the order API, health and metrics do not (their callers are Stripe, the shop and
@@ -110,6 +114,7 @@ pub(crate) fn router(
         )
         .route("/logout", axum::routing::post(auth::logout))
         .merge(actions::router())
+        .merge(bulk_redrive::router())
         .merge(two_factor::router())
         .merge(search::router())
         .merge(dashboard::router(&state))

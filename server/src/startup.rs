@@ -14,6 +14,7 @@ use claimcheck_core::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
+use crate::bulk_runs::BulkRuns;
 use crate::config::{ReconcileSchedule, ServeConfig};
 use crate::error::ServerError;
 use crate::metrics::Metrics;
@@ -31,6 +32,7 @@ pub struct Application {
     retention: Option<Duration>,
     reconciler: Option<(StripeApi, ReconcileSchedule)>,
     metrics: Arc<Metrics>,
+    bulk: BulkRuns,
 }
 
 impl Application {
@@ -70,12 +72,14 @@ impl Application {
                 .map(|api| api.with_observer(Arc::clone(&observer))),
             ..config
         };
+        let bulk = BulkRuns::new(store.clone(), config.worker.clone());
         let router = routes::router(
             store.clone(),
             &config,
             local_addr,
             Arc::clone(&metrics),
             Arc::clone(&new_claim),
+            bulk.clone(),
         );
         // Unique per process, whatever the address: two instances (or a restart reusing the
         // address and pid in a container) never share a lease owner.
@@ -105,6 +109,7 @@ impl Application {
                 .filter(|_| !config.reconcile.interval.is_zero())
                 .map(|api| (api, config.reconcile.clone())),
             metrics,
+            bulk,
         })
     }
 
@@ -159,6 +164,8 @@ impl Application {
         // Workers finish the claim in hand; a lease they cannot complete expires and is
         // rescued by the next instance.
         let _ = stop.send(true);
+        // Bulk re-drives stop between two claims and are left interrupted (resumable).
+        self.bulk.stop(Duration::from_secs(10)).await;
         for worker in workers {
             let _ = worker.await;
         }

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use crate::api::{EventsPage as Page, list_events};
+use crate::api::{EventsPage as Page, get_me, list_events};
 use crate::components::{ActionNotices, Loaded};
 use crate::pages::events::ClaimTable;
 
@@ -39,10 +39,25 @@ pub fn ClaimsPage() -> impl IntoView {
             String::new(),
         )
     });
+    let me = Resource::new(|| (), |_| get_me());
+    // Support re-drives the claims of this tab in bulk (running ones are not re-drivable).
+    let bulk = move || {
+        let state = state();
+        me.get()
+            .and_then(Result::ok)
+            .filter(|me| me.can_redrive() && state.is_redrivable())
+            .map(|_| {
+                let href = format!("/claims/redrive?status={state}&preview=1");
+                view! { <a href=href class="button">"Re-drive in bulk…"</a> }
+            })
+    };
     view! {
         <Title text="Claims"/>
         <section class="page">
-            <h1>"Claims"</h1>
+            <div class="page-head">
+                <h1>"Claims"</h1>
+                <Transition fallback=|| ()>{bulk}</Transition>
+            </div>
             <ActionNotices/>
             <nav class="tabs" aria-label="Claim states">
                 {STATES

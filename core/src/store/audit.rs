@@ -40,6 +40,32 @@ impl Audit<'_> {
         Ok(())
     }
 
+    /// Appends `entry` as part of the bulk re-drive `batch_id`.
+    pub async fn record_in_batch(
+        self,
+        entry: &AuditRecord<'_>,
+        batch_id: &str,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "INSERT INTO audit_log (at, actor, action, target, reason, outcome, \
+                           batch_id) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+        let actor = entry.actor.to_string();
+        on_pool!(self, pool => {
+            sqlx::query(SQL)
+                .bind(at)
+                .bind(&actor)
+                .bind(entry.action.as_str())
+                .bind(entry.target)
+                .bind(entry.reason)
+                .bind(entry.outcome)
+                .bind(batch_id)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
     /// Every audit entry about `target` (an event id, an order id, an operator), oldest
     /// first.
     pub async fn about(self, target: &str) -> Result<Vec<AuditEntry>, StoreError> {

@@ -100,7 +100,7 @@ pub struct CustomerView {
 }
 
 /// The derived state, computed in SQL at `$1` (now), as in `claim_counts`.
-const CLAIM_COLUMNS: &str = "\
+pub(super) const CLAIM_COLUMNS: &str = "\
     event_id, event_type, object_id, \
     CASE WHEN status <> 'processing' THEN status \
          WHEN lease_expires_at IS NULL THEN 'pending' \
@@ -339,6 +339,99 @@ pub struct EventFilter {
     /// An event id, an object id (session, charge), an order id, a payment intent or a
     /// customer email.
     pub search: Option<String>,
+    /// The last error contains this text (case-insensitive).
+    pub error_contains: Option<String>,
+}
+
+/// A bound value of a statement built at run time.
+pub(super) enum Arg {
+    Int(i64),
+    Text(String),
+}
+
+/// The conditions of `filter` over `processed_stripe_events` (and the search's CTE), their
+/// values pushed onto `args`, whose `$1` must already be now.
+pub(super) fn filter_conditions(
+    filter: &EventFilter,
+    args: &mut Vec<Arg>,
+) -> (String, Vec<String>) {
+    let mut conditions = Vec::new();
+    let arg = |value: Arg, args: &mut Vec<Arg>| {
+        args.push(value);
+        format!("${}", args.len())
+    };
+    match filter.state {
+        None => {}
+        Some(ClaimState::Pending) => {
+            conditions.push("status = 'processing' AND lease_expires_at IS NULL".to_owned())
+        }
+        Some(ClaimState::Running) => {
+            conditions.push("status = 'processing' AND lease_expires_at > $1".to_owned())
+        }
+        Some(ClaimState::Stale) => {
+            conditions.push("status = 'processing' AND lease_expires_at <= $1".to_owned())
+        }
+        Some(state) => {
+            let p = arg(Arg::Text(state.as_str().to_owned()), args);
+            conditions.push(format!("status = {p}"));
+        }
+    }
+    if let Some(event_type) = &filter.event_type {
+        let p = arg(Arg::Text(event_type.clone()), args);
+        conditions.push(format!("event_type = {p}"));
+    }
+    if let Some(from) = filter.from {
+        let p = arg(Arg::Int(from), args);
+        conditions.push(format!("received_at >= {p}"));
+    }
+    if let Some(to) = filter.to {
+        let p = arg(Arg::Int(to), args);
+        conditions.push(format!("received_at < {p}"));
+    }
+    if let Some(text) = filter
+        .error_contains
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        // LIKE is case-sensitive on PostgreSQL and not on SQLite: lower both sides. The
+        // wildcards in the operator's text are taken literally.
+        let escaped = text
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        let p = arg(Arg::Text(format!("%{escaped}%")), args);
+        conditions.push(format!("LOWER(last_error) LIKE {p} ESCAPE '\\'"));
+    }
+    // A search first collects the matching event ids through the indexed ids (event,
+    // object, and the orders' id, email, payment intent, customer), materialised so that
+    // the planner starts from them instead of walking the newest events. One branch per
+    // column, not ORs: SQLite would scan the table for an OR once its statistics say a
+    // column (customer_id, mostly NULL) is unselective.
+    let mut search_cte = String::new();
+    if let Some(search) = filter
+        .search
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let term = arg(Arg::Text(search.to_owned()), args);
+        let email = arg(Arg::Text(search.to_lowercase()), args);
+        search_cte = format!(
+            "WITH hits AS MATERIALIZED ( \
+               SELECT event_id FROM processed_stripe_events WHERE event_id = {term} \
+               UNION SELECT event_id FROM processed_stripe_events WHERE object_id = {term} \
+               UNION SELECT event_id FROM processed_stripe_events WHERE object_id IN ( \
+                 SELECT checkout_session_id FROM orders WHERE order_id = {term} \
+                 UNION SELECT checkout_session_id FROM orders WHERE customer_email = {email} \
+                 UNION SELECT checkout_session_id FROM orders \
+                   WHERE payment_intent_id = {term} \
+                 UNION SELECT checkout_session_id FROM orders WHERE customer_id = {term})) "
+        );
+        conditions.push("event_id IN (SELECT event_id FROM hits)".to_owned());
+    }
+    (search_cte, conditions)
 }
 
 impl Claims<'_> {
@@ -354,71 +447,12 @@ impl Claims<'_> {
         now: i64,
         limit: i64,
     ) -> Result<Vec<ClaimView>, StoreError> {
-        enum Arg {
-            Int(i64),
-            Text(String),
-        }
         let mut args = vec![Arg::Int(now)];
-        let mut conditions = Vec::new();
+        let (search_cte, mut conditions) = filter_conditions(filter, &mut args);
         let arg = |value: Arg, args: &mut Vec<Arg>| {
             args.push(value);
             format!("${}", args.len())
         };
-        match filter.state {
-            None => {}
-            Some(ClaimState::Pending) => {
-                conditions.push("status = 'processing' AND lease_expires_at IS NULL".to_owned())
-            }
-            Some(ClaimState::Running) => {
-                conditions.push("status = 'processing' AND lease_expires_at > $1".to_owned())
-            }
-            Some(ClaimState::Stale) => {
-                conditions.push("status = 'processing' AND lease_expires_at <= $1".to_owned())
-            }
-            Some(state) => {
-                let p = arg(Arg::Text(state.as_str().to_owned()), &mut args);
-                conditions.push(format!("status = {p}"));
-            }
-        }
-        if let Some(event_type) = &filter.event_type {
-            let p = arg(Arg::Text(event_type.clone()), &mut args);
-            conditions.push(format!("event_type = {p}"));
-        }
-        if let Some(from) = filter.from {
-            let p = arg(Arg::Int(from), &mut args);
-            conditions.push(format!("received_at >= {p}"));
-        }
-        if let Some(to) = filter.to {
-            let p = arg(Arg::Int(to), &mut args);
-            conditions.push(format!("received_at < {p}"));
-        }
-        // A search first collects the matching event ids through the indexed ids (event,
-        // object, and the orders' id, email, payment intent, customer), materialised so that
-        // the planner starts from them instead of walking the newest events. One branch per
-        // column, not ORs: SQLite would scan the table for an OR once its statistics say a
-        // column (customer_id, mostly NULL) is unselective.
-        let mut search_cte = String::new();
-        if let Some(search) = filter
-            .search
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            let term = arg(Arg::Text(search.to_owned()), &mut args);
-            let email = arg(Arg::Text(search.to_lowercase()), &mut args);
-            search_cte = format!(
-                "WITH hits AS MATERIALIZED ( \
-                   SELECT event_id FROM processed_stripe_events WHERE event_id = {term} \
-                   UNION SELECT event_id FROM processed_stripe_events WHERE object_id = {term} \
-                   UNION SELECT event_id FROM processed_stripe_events WHERE object_id IN ( \
-                     SELECT checkout_session_id FROM orders WHERE order_id = {term} \
-                     UNION SELECT checkout_session_id FROM orders WHERE customer_email = {email} \
-                     UNION SELECT checkout_session_id FROM orders \
-                       WHERE payment_intent_id = {term} \
-                     UNION SELECT checkout_session_id FROM orders WHERE customer_id = {term})) "
-            );
-            conditions.push("event_id IN (SELECT event_id FROM hits)".to_owned());
-        }
         if let Some((at, id)) = after {
             let at = arg(Arg::Int(at), &mut args);
             let id = arg(Arg::Text(id), &mut args);

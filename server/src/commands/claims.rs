@@ -1,4 +1,5 @@
-//! `claimcheck claims`: list and show claims, re-drive a stuck one.
+//! `claimcheck claims`: list and show claims, re-drive a stuck one or every claim a filter
+//! selects (see `bulk_redrive.rs`), and follow, cancel or resume a batch.
 
 use claimcheck_core::ops::Actor;
 use claimcheck_core::worker::{Attempt, Worker};
@@ -6,6 +7,7 @@ use claimcheck_core::{ClaimState, EventId, now_ms};
 use clap::Subcommand;
 use serde::Serialize;
 
+use super::bulk_redrive::{self, BatchArgs, BulkRequest, FilterArgs};
 use super::open;
 use super::output::{Output, print, print_json, table, time};
 use crate::config::flags::{DatabaseArgs, WorkerArgs};
@@ -34,14 +36,48 @@ pub enum ClaimsCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Run a pending, stale or failed claim now, through the worker's idempotent path.
+    /// Run a pending, stale or failed claim now, through the worker's idempotent path; or,
+    /// with a filter instead of an event id, every claim it selects, as one batch: a preview
+    /// first, then the count typed on stdin (or --yes), then each claim in turn.
     Redrive {
-        event_id: EventId,
+        /// The claim to re-drive (leave it out and give a filter for a bulk re-drive).
+        #[arg(required_unless_present_any = [
+            "status", "event_type", "older_than", "newer_than", "received_after",
+            "received_before", "error_contains", "search",
+        ])]
+        event_id: Option<EventId>,
         /// Why (kept in the audit log).
-        #[arg(long)]
-        reason: String,
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Bulk: show what would be re-driven, and stop.
+        #[arg(long, conflicts_with = "event_id")]
+        dry_run: bool,
+        /// Bulk: confirm without typing the count.
+        #[arg(long, conflicts_with = "event_id")]
+        yes: bool,
         #[command(flatten)]
         output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Bulk re-drives, newest first.
+    Batches {
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// One bulk re-drive: its progress and counts; cancel it, or resume an interrupted one.
+    Batch {
+        #[command(flatten)]
+        batch: BatchArgs,
         #[command(flatten)]
         database: DatabaseArgs,
         #[command(flatten)]
@@ -158,18 +194,49 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
             print(text.trim_end());
             Ok(())
         }
+        ClaimsCommand::Batches {
+            limit,
+            output,
+            database,
+        } => bulk_redrive::batches(open(&database).await?, limit, &output).await,
+        ClaimsCommand::Batch {
+            batch,
+            database,
+            worker,
+        } => {
+            let store = open(&database).await?;
+            bulk_redrive::batch(store, batch, &database, worker.config()).await
+        }
         ClaimsCommand::Redrive {
             event_id,
             reason,
+            filter,
+            dry_run,
+            yes,
             output,
             database,
             worker,
         } => {
             let store = open(&database).await?;
+            let Some(event_id) = event_id else {
+                return bulk_redrive::redrive(
+                    store,
+                    BulkRequest {
+                        filter: &filter,
+                        reason: reason.as_deref().unwrap_or_default(),
+                        dry_run,
+                        yes,
+                        output: &output,
+                        database: &database,
+                        worker: worker.config(),
+                    },
+                )
+                .await;
+            };
             let actor = Actor::cli();
             let runner = Worker::new(store, actor.to_string(), worker.config());
             let result = runner
-                .redrive(&event_id, &actor, &reason)
+                .redrive(&event_id, &actor, reason.as_deref().unwrap_or_default())
                 .await
                 .map_err(database.error())?;
             let (verdict, detail, ok) = match &result {

@@ -38,6 +38,7 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
         stripe: state.api.stripe.clone(),
         reconcile: state.reconcile.clone(),
     };
+    let worker = std::sync::Arc::clone(&state.worker);
     axum::Router::new()
         .leptos_routes_with_context(
             state,
@@ -46,6 +47,7 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
                 provide_context(store.clone());
                 provide_context(latency.clone());
                 provide_context(health.clone());
+                provide_context(std::sync::Arc::clone(&worker));
             },
             move || shell(options.clone()),
         )

@@ -20,7 +20,10 @@ on_both_backends!(
 );
 
 /// Every page of the dashboard (GET), with a path that exists.
-const PAGES: [&str; 12] = [
+const PAGES: [&str; 15] = [
+    "/claims/redrive",
+    "/claims/redrive?status=failed&preview=1",
+    "/claims/redrive/bulk_nope",
     "/",
     "/claims",
     "/events",
@@ -36,10 +39,22 @@ const PAGES: [&str; 12] = [
 ];
 
 /// Every mutating action, with a valid form.
-const ACTIONS: [(&str, &[(&str, &str)]); 5] = [
+const ACTIONS: [(&str, &[(&str, &str)]); 8] = [
     (
         "/dashboard/actions/redrive",
         &[("event_id", "evt_pub0001paid"), ("reason", "forged")],
+    ),
+    (
+        "/dashboard/actions/bulk-redrive",
+        &[("status", "failed"), ("reason", "forged"), ("confirm", "1")],
+    ),
+    (
+        "/dashboard/actions/bulk-redrive/cancel",
+        &[("batch_id", "bulk_nope"), ("confirm", "yes")],
+    ),
+    (
+        "/dashboard/actions/bulk-redrive/resume",
+        &[("batch_id", "bulk_nope"), ("reason", "forged")],
     ),
     (
         "/dashboard/actions/refund",
@@ -72,6 +87,16 @@ fn arguments(path: &str) -> Vec<(&'static str, &'static str)> {
             ("after", ""),
         ],
         "event" => vec![("event_id", "evt_pub0001paid")],
+        "bulk_preview" => vec![
+            ("status", "failed"),
+            ("event_type", ""),
+            ("from", ""),
+            ("to", ""),
+            ("older_than", "10m"),
+            ("error_contains", ""),
+            ("search", ""),
+        ],
+        "bulk_batch" => vec![("batch_id", "bulk_nope")],
         "orders" | "search" => vec![("term", "ord_pub_0001")],
         "order" => vec![("order_id", "ord_pub_0001")],
         _ => vec![],
@@ -169,7 +194,10 @@ async fn viewers_read_but_cannot_mutate(app: TestApp) {
     let viewer = app.sign_in_as("victor", Role::Viewer).await;
     for path in server_functions() {
         let response = post_form(&viewer, &app, &path, &arguments(&path)).await;
-        let expected = if path.ends_with("/operators") || path.ends_with("/reconcile_preview") {
+        let expected = if path.ends_with("/operators")
+            || path.ends_with("/reconcile_preview")
+            || path.ends_with("/bulk_preview")
+        {
             403
         } else {
             200
@@ -180,9 +208,10 @@ async fn viewers_read_but_cannot_mutate(app: TestApp) {
         let response = post_form(&viewer, &app, path, form).await;
         assert_eq!(response.status(), 403, "{path}");
     }
-    // A support operator may re-drive but not refund or manage operators.
+    // A support operator may re-drive (one claim or in bulk) but not refund or manage
+    // operators.
     let support = app.sign_in_as("sam", Role::Support).await;
-    for (path, form) in &ACTIONS[1..] {
+    for (path, form) in &ACTIONS[4..] {
         let response = post_form(&support, &app, path, form).await;
         assert_eq!(response.status(), 403, "{path}");
     }
@@ -205,6 +234,25 @@ async fn viewers_read_but_cannot_mutate(app: TestApp) {
         .await
         .unwrap();
     assert!(!html.contains("Re-drive…"), "{html}");
+    // Nor anything to click for a bulk re-drive.
+    for page in [
+        "/claims?status=failed",
+        "/claims/redrive?status=failed&preview=1",
+    ] {
+        let html = viewer
+            .get(app.url(page))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!html.contains("Re-drive in bulk"), "{page}: {html}");
+        assert!(
+            !html.contains("/dashboard/actions/bulk-redrive"),
+            "{page}: {html}"
+        );
+    }
 }
 
 async fn sign_in_answers_the_same_for_unknown_users_and_wrong_passwords(app: TestApp) {

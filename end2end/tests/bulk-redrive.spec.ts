@@ -1,0 +1,124 @@
+// Support re-drives failed claims in bulk: filters them, reads the preview, types the count
+// and watches the batch run to its end. The claims are made here: sessions naming a package
+// but no credits, delivered through the signed webhook and attempted once by a command that
+// does not know the package table (so each fails for good); the server knows it, so the bulk
+// re-drive fulfils them. Nothing seeded for the other specs is touched.
+import { expect, test } from "@playwright/test";
+import { createHmac } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import { USERS, signIn } from "./support";
+
+const binary = process.env.E2E_BINARY!;
+const env = { ...process.env, DATABASE_URL: process.env.E2E_DATABASE_URL!, RUST_LOG: "warn" };
+const COUNT = 6;
+
+function cli(args: string[], extra: Record<string, string> = {}): string {
+  // Its stderr stays out of the report: the first attempts fail on purpose.
+  return execFileSync(binary, args, {
+    env: { ...env, ...extra },
+    encoding: "utf8",
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+}
+
+function claimStatus(eventId: string): string {
+  return JSON.parse(cli(["claims", "show", eventId, "--json"])).status;
+}
+
+function packagedSession(i: number) {
+  const order = `ord_e2e_bulk_${i}`;
+  return {
+    id: `evt_e2e_bulk_${i}`,
+    object: "event",
+    type: "checkout.session.completed",
+    created: Math.floor(Date.now() / 1000),
+    livemode: false,
+    data: {
+      object: {
+        id: `cs_e2e_bulk_${i}`,
+        object: "checkout.session",
+        payment_status: "paid",
+        amount_total: 4900,
+        currency: "chf",
+        payment_intent: `pi_e2e_bulk_${i}`,
+        client_reference_id: order,
+        customer_email: `bulk${i}@example.ch`,
+        metadata: { order_id: order, package: "thesis-40" },
+      },
+    },
+  };
+}
+
+test("support filters failed claims, previews, types the count and sees the batch finish", async ({
+  page,
+  request,
+}) => {
+  for (let i = 0; i < COUNT; i++) {
+    const body = JSON.stringify(packagedSession(i));
+    const t = Math.floor(Date.now() / 1000);
+    const v1 = createHmac("sha256", process.env.E2E_WEBHOOK_SECRET!)
+      .update(`${t}.${body}`)
+      .digest("hex");
+    const delivered = await request.post("/webhooks/stripe", {
+      headers: { "stripe-signature": `t=${t},v1=${v1}`, "content-type": "application/json" },
+      data: body,
+    });
+    expect(delivered.status()).toBe(200);
+    // One attempt, without the package table: it fails for good.
+    expect(() =>
+      cli(["claims", "redrive", `evt_e2e_bulk_${i}`, "--reason", "first try"], {
+        CLAIMCHECK_MAX_ATTEMPTS: "1",
+        CLAIMCHECK_PACKAGES: "",
+      }),
+    ).toThrow();
+    expect(claimStatus(`evt_e2e_bulk_${i}`)).toBe("failed");
+  }
+
+  await signIn(page, USERS.support, "/claims?status=failed");
+  await page.getByRole("link", { name: "Re-drive in bulk…" }).click();
+  await expect(page).toHaveURL(/\/claims\/redrive\?status=failed&preview=1/);
+  await page.getByLabel("Last error contains").fill("no credit amount");
+  await page.getByRole("button", { name: "Preview" }).click();
+  await expect(page.getByTestId("bulk-claims")).toContainText(`${COUNT} claims`);
+  await expect(page.getByTestId("bulk-orders")).toHaveText(`${COUNT} distinct orders`);
+  await expect(page.getByTestId("bulk-credited")).toContainText("0 of them have their credits");
+  await expect(page.getByRole("table", { name: "The first claims" }).locator("tbody tr")).toHaveCount(COUNT);
+
+  await page.getByLabel("Why (kept in the audit log)").fill("package table fixed");
+  await page.getByLabel(`Type ${COUNT} to confirm`).fill(String(COUNT));
+  await page.getByRole("button", { name: `Re-drive ${COUNT} claims` }).click();
+
+  await expect(page).toHaveURL(/\/claims\/redrive\/bulk_[0-9a-f]+/);
+  await expect(page.getByRole("status").first()).toContainText(`Started: ${COUNT} claims`);
+  await expect(page.locator("main")).toHaveAttribute("data-hydrated", "true");
+  // Hydrated, the page follows the batch by itself; without WASM, "Refresh" does.
+  await expect(page.getByTestId("batch-state")).toHaveText("finished");
+  await expect(page.getByTestId("batch-progress")).toHaveText(
+    `${COUNT} / ${COUNT} done: ${COUNT} processed, 0 failed, 0 skipped`,
+  );
+  await expect(page.getByTestId("batch-bar")).toHaveAttribute("value", String(COUNT));
+  for (let i = 0; i < COUNT; i++) {
+    expect(claimStatus(`evt_e2e_bulk_${i}`)).toBe("processed");
+    const order = JSON.parse(cli(["orders", "show", `ord_e2e_bulk_${i}`, "--json"]));
+    expect(order.credits_granted).toBe(40);
+  }
+
+  // The batch is listed, and the audit log names it.
+  await page.goto("/claims/redrive");
+  await expect(page.getByRole("table", { name: "Recent batches" })).toContainText("package table fixed");
+  await page.goto("/audit");
+  await expect(page.locator("main")).toContainText("bulk_redrive");
+});
+
+test("a viewer sees no bulk re-drive to start, and a forged one is refused", async ({ page }) => {
+  await signIn(page, USERS.viewer, "/claims?status=failed");
+  await expect(page.getByRole("link", { name: "Re-drive in bulk…" })).toHaveCount(0);
+  await page.goto("/claims/redrive?status=failed&preview=1");
+  await expect(page.getByRole("alert")).toContainText("needs the support or admin role");
+  await expect(page.getByRole("button", { name: "Preview" })).toHaveCount(0);
+  const forged = await page.request.post("/dashboard/actions/bulk-redrive", {
+    form: { status: "failed", reason: "forged", confirm: "1" },
+    maxRedirects: 0,
+  });
+  expect(forged.status()).toBe(403);
+});

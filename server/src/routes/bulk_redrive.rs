@@ -1,0 +1,230 @@
+//! The dashboard's bulk re-drive actions as plain form posts (support and admin): start a
+//! batch the operator confirmed by typing its count, cancel it, resume an interrupted one.
+//! The engine does the work (`claimcheck_core::ops::bulk_redrive`); the batch runs in this
+//! instance's background and its page follows it from the database.
+
+use axum::extract::{Extension, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Form, Router};
+use claimcheck_core::auth::{Role, SignedIn};
+use claimcheck_core::bulk::BulkFilter;
+use claimcheck_core::ops::Actor;
+use claimcheck_core::ops::bulk_redrive::{self, BulkError};
+use claimcheck_core::{BatchId, ClaimState};
+use serde::Deserialize;
+
+use super::AppState;
+use super::actions::require;
+use super::auth::urlencode;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/dashboard/actions/bulk-redrive", post(start))
+        .route("/dashboard/actions/bulk-redrive/cancel", post(cancel))
+        .route("/dashboard/actions/bulk-redrive/resume", post(resume))
+}
+
+const PAGE: &str = "/claims/redrive";
+
+/// Back to `page` (a dashboard path, possibly with a query) with a notice or an error.
+fn back(page: &str, key: &str, message: &str) -> Response {
+    let joiner = if page.contains('?') { '&' } else { '?' };
+    Redirect::to(&format!("{page}{joiner}{key}={}", urlencode(message))).into_response()
+}
+
+/// An engine refusal as a sentence; storage failures are logged here and shown without
+/// their internals.
+fn refusal(error: &BulkError) -> String {
+    if let BulkError::Store(cause) = error {
+        tracing::error!(
+            error = cause as &dyn std::error::Error,
+            "bulk re-drive: storage"
+        );
+        return "The database is unavailable. Try again in a moment.".into();
+    }
+    let text = error.to_string();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => text,
+    }
+}
+
+/// The filter exactly as the preview resolved it (times in unix ms), the reason and the
+/// count the operator typed.
+#[derive(Deserialize)]
+pub(super) struct StartForm {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    event_type: String,
+    #[serde(default)]
+    received_after: String,
+    #[serde(default)]
+    received_before: String,
+    #[serde(default)]
+    error_contains: String,
+    #[serde(default)]
+    search: String,
+    reason: String,
+    #[serde(default)]
+    confirm: String,
+    /// The preview page to return to with an error (its query keeps the filter).
+    #[serde(default)]
+    back: String,
+}
+
+impl StartForm {
+    fn filter(&self) -> Result<BulkFilter, String> {
+        let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        let ms = |s: &str| -> Result<Option<i64>, String> {
+            match text(s) {
+                None => Ok(None),
+                Some(v) => v
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| "The filter's times are garbled; preview again.".to_owned()),
+            }
+        };
+        let state = match text(&self.status) {
+            None => None,
+            Some(s) => Some(s.parse::<ClaimState>().map_err(|e| format!("{e}."))?),
+        };
+        Ok(BulkFilter {
+            state,
+            event_type: text(&self.event_type),
+            received_after: ms(&self.received_after)?,
+            received_before: ms(&self.received_before)?,
+            error_contains: text(&self.error_contains),
+            search: text(&self.search),
+        })
+    }
+}
+
+async fn start(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<StartForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Support) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    // Only back to the preview page itself, never elsewhere.
+    let page = if form.back.starts_with(PAGE) && !form.back.contains("//") {
+        form.back.clone()
+    } else {
+        PAGE.to_owned()
+    };
+    let filter = match form.filter() {
+        Ok(filter) => filter,
+        Err(problem) => return back(&page, "error", &problem),
+    };
+    if form.reason.trim().is_empty() {
+        return back(&page, "error", "Say why you re-drive these claims.");
+    }
+    let Ok(confirmed) = form.confirm.trim().parse::<i64>() else {
+        return back(
+            &page,
+            "error",
+            "Type the number of claims to confirm; nothing was re-driven.",
+        );
+    };
+    let actor = Actor::Dashboard(operator.username);
+    match bulk_redrive::start(&state.store, &actor, filter, &form.reason, confirmed).await {
+        Ok(started) => {
+            let batch_id = started.batch_id.clone();
+            let total = started.total;
+            state.bulk.spawn(started, actor);
+            back(
+                &format!("{PAGE}/{batch_id}"),
+                "notice",
+                &format!("Started: {total} claims, one after the other."),
+            )
+        }
+        Err(error) => back(&page, "error", &refusal(&error)),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct CancelForm {
+    batch_id: String,
+    /// The guard: a checkbox the operator ticks.
+    #[serde(default)]
+    confirm: String,
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<CancelForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Support) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
+        return back(PAGE, "error", "That is not a batch id.");
+    };
+    let page = format!("{PAGE}/{batch_id}");
+    if form.confirm != "yes" {
+        return back(
+            &page,
+            "error",
+            "Tick the box to confirm you want it stopped; it runs on.",
+        );
+    }
+    let actor = Actor::Dashboard(operator.username);
+    match bulk_redrive::cancel(&state.store, &actor, &batch_id).await {
+        Ok(batch) if batch.state.is_over() => back(
+            &page,
+            "notice",
+            &format!(
+                "Cancelled after {} of {} claims; the other {} stay as they were.",
+                batch.done(),
+                batch.total,
+                batch.remaining()
+            ),
+        ),
+        Ok(_) => back(
+            &page,
+            "notice",
+            "Asked to stop: it stops before its next claim.",
+        ),
+        Err(error) => back(&page, "error", &refusal(&error)),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ResumeForm {
+    batch_id: String,
+    reason: String,
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    operator: Option<Extension<SignedIn>>,
+    Form(form): Form<ResumeForm>,
+) -> Response {
+    let operator = match require(operator.as_deref(), Role::Support) {
+        Ok(op) => op.clone(),
+        Err(refused) => return refused.into_response(),
+    };
+    let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
+        return back(PAGE, "error", "That is not a batch id.");
+    };
+    let page = format!("{PAGE}/{batch_id}");
+    let actor = Actor::Dashboard(operator.username);
+    match bulk_redrive::resume(&state.store, &actor, &batch_id, &form.reason).await {
+        Ok(started) => {
+            state.bulk.spawn(started, actor);
+            back(
+                &page,
+                "notice",
+                "Resumed: the claims it had not reached run now.",
+            )
+        }
+        Err(error) => back(&page, "error", &refusal(&error)),
+    }
+}
