@@ -6,11 +6,14 @@
 //! default `store` feature.
 #![forbid(unsafe_code)]
 
+pub mod alert;
 pub mod auth;
 mod claim;
 mod ids;
 pub mod money;
 
+#[cfg(feature = "store")]
+pub mod alerts;
 #[cfg(feature = "store")]
 pub mod audit;
 #[cfg(feature = "store")]
@@ -53,9 +56,9 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 #[cfg(feature = "store")]
 pub use store::{
-    AuditEntry, BatchWriter, ClaimOutcome, ClaimSource, ClaimView, CustomerView,
-    DELIVERIES_KEPT_PER_EVENT, DeliveryView, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView,
-    MigrationStatus, NewOrder, OperatorCredentials, OperatorView, OrderCreation, OrderView,
-    ReconcileRunView, RequestOutcome, RequestStatus, Store, StoreOptions, StripeRequestView,
-    TokenView, WriteOp, WriteResult,
+    AlertDeliveryView, AlertView, AuditEntry, BatchWriter, ClaimOutcome, ClaimSource, ClaimView,
+    CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView, DueDelivery, EventFilter, Fulfilled,
+    LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder, OperatorCredentials, OperatorView,
+    OrderCreation, OrderView, ReconcileRunView, RequestOutcome, RequestStatus, Store, StoreOptions,
+    StripeRequestView, TokenView, WriteOp, WriteResult,
 };

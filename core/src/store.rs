@@ -30,6 +30,7 @@ macro_rules! on_pool {
     };
 }
 
+mod alerts;
 mod audit;
 mod batch_writer;
 mod claims;
@@ -41,6 +42,7 @@ mod reconcile;
 mod tokens;
 mod views;
 
+pub use alerts::{AlertDeliveryView, AlertView, DueDelivery};
 pub use audit::AuditEntry;
 pub use batch_writer::BatchWriter;
 pub use claims::{Fulfilled, LeasedClaim};
@@ -170,6 +172,8 @@ aggregates! {
     Tokens => tokens;
     /// Reconcile runs and the lease that lets one run at a time.
     ReconcileRuns => reconcile_runs;
+    /// Alerts, their outbox of messages, and the signature failures the checks count.
+    Alerts => alerts;
 }
 
 /// The database, shared by every request handler and worker (cheap to clone).
