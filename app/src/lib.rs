@@ -14,9 +14,9 @@ use leptos_router::path;
 
 use crate::api::get_me;
 use crate::pages::{
-    AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage,
-    OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage, TwoFactorLoginPage,
-    TwoFactorPage,
+    AlertBadge, AlertsPage, AuditPage, ClaimsPage, EventPage, EventsPage, LoginPage, NotFound,
+    OperatorsPage, OrderPage, OrdersPage, OverviewPage, ReconcilePage, RedrivePage, RefundPage,
+    TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.
@@ -91,6 +91,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/orders/:id") view=OrderPage/>
                     <Route path=path!("/orders/:id/refund") view=RefundPage/>
                     <Route path=path!("/audit") view=AuditPage/>
+                    <Route path=path!("/alerts") view=AlertsPage/>
                     <Route path=path!("/reconcile") view=ReconcilePage/>
                     <Route path=path!("/operators") view=OperatorsPage/>
                 </Routes>
@@ -118,6 +119,7 @@ fn TopBar() -> impl IntoView {
                         <A href="/events">"Events"</A>
                         <A href="/orders">"Orders"</A>
                         <A href="/audit">"Audit log"</A>
+                        <AlertBadge/>
                         <Transition fallback=|| ()>
                             {move || {
                                 me.get()

@@ -1,5 +1,6 @@
 //! One module per page.
 
+mod alerts;
 mod audit;
 mod claims;
 mod events;
@@ -11,6 +12,7 @@ mod overview;
 mod reconcile;
 mod two_factor;
 
+pub use alerts::{AlertBadge, AlertsPage};
 pub use audit::AuditPage;
 pub use claims::ClaimsPage;
 pub use events::{EventPage, EventsPage, RedrivePage};
