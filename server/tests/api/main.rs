@@ -5,6 +5,7 @@
 mod helpers;
 
 mod access;
+mod alerts;
 mod cli;
 mod crash;
 mod dashboard;
