@@ -2,7 +2,6 @@
 //! may read them).
 
 use claimcheck_core::alert::{AlertChannel, AlertCondition, DeliveryStatus, MessageKind};
-use claimcheck_core::auth::Role;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +50,8 @@ pub struct AlertHistory {
 
 #[server(prefix = "/dashboard/fn", endpoint = "alert_badge")]
 pub async fn get_alert_badge() -> Result<AlertBadge, ServerFnError> {
+    use claimcheck_core::auth::Role;
+
     let (store, _) = super::server::require(Role::Viewer).await?;
     let open = store
         .alerts()
@@ -69,6 +70,7 @@ pub async fn get_alert_badge() -> Result<AlertBadge, ServerFnError> {
 #[server(prefix = "/dashboard/fn", endpoint = "alerts")]
 pub async fn get_alerts() -> Result<AlertHistory, ServerFnError> {
     use super::server::time;
+    use claimcheck_core::auth::Role;
 
     let (store, _) = super::server::require(Role::Viewer).await?;
     let alerts = store
