@@ -72,7 +72,12 @@ impl Channels {
         let budget = self.timeout.saturating_mul(3);
         tokio::time::timeout(budget, sent)
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {budget:?}")))
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "{}: no answer within {budget:?}",
+                    self.describe(channel)
+                ))
+            })
     }
 }
 

@@ -58,7 +58,7 @@ pub fn message(kind: MessageKind, facts: &AlertFacts, dashboard_url: &str) -> Me
         }
         if !facts.samples.is_empty() {
             let more = if facts.count > facts.samples.len() as i64 {
-                ", …"
+                ", ..."
             } else {
                 ""
             };
@@ -107,7 +107,11 @@ mod tests {
         assert_eq!(m.subject, "[Claimcheck] Claims failed (3)");
         assert!(m.text.contains("3 claims failed."), "{}", m.text);
         assert!(m.text.contains("Since: 2027-01-15 08:00 UTC"), "{}", m.text);
-        assert!(m.text.contains("Among them: evt_a, evt_b, …"), "{}", m.text);
+        assert!(
+            m.text.contains("Among them: evt_a, evt_b, ..."),
+            "{}",
+            m.text
+        );
         assert!(
             m.text
                 .contains("Dashboard: https://pay.shop.ch/claims?status=failed"),

@@ -27,7 +27,10 @@ impl Mail {
             .data
             .split_once("\r\n\r\n")
             .map_or(self.data.as_str(), |(_, b)| b);
-        if !self.data.contains("Content-Transfer-Encoding: quoted-printable") {
+        if !self
+            .data
+            .contains("Content-Transfer-Encoding: quoted-printable")
+        {
             return body.to_owned();
         }
         let joined = body.replace("=\r\n", "");
