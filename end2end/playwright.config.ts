@@ -78,6 +78,8 @@ export default defineConfig({
         CLAIMCHECK_PACKAGES: "thesis-40=40:4900:chf",
         // Claims wait for the seed (or a support operator) to work them.
         CLAIMCHECK_WORKERS: "0",
+        // Alerts are checked every second, so a spec sees one open without waiting 30 s.
+        CLAIMCHECK_ALERT_CHECK_INTERVAL: "1s",
         RUST_LOG: "info",
       },
     },

@@ -12,6 +12,8 @@ use claimcheck_core::money::{LedgerKind, OrderStatus};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub mod alerts;
+
 /// The signed-in operator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Me {

@@ -14,9 +14,9 @@ use leptos_router::path;
 
 use crate::api::get_me;
 use crate::pages::{
-    AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage, EventsPage, LoginPage,
-    NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage, ReconcilePage, RedrivePage,
-    RefundPage, SearchPage, TwoFactorLoginPage, TwoFactorPage,
+    AlertBadge, AlertsPage, AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage,
+    EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage,
+    ReconcilePage, RedrivePage, RefundPage, SearchPage, TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only.
@@ -93,6 +93,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/orders/:id") view=OrderPage/>
                     <Route path=path!("/orders/:id/refund") view=RefundPage/>
                     <Route path=path!("/audit") view=AuditPage/>
+                    <Route path=path!("/alerts") view=AlertsPage/>
                     <Route path=path!("/reconcile") view=ReconcilePage/>
                     <Route path=path!("/operators") view=OperatorsPage/>
                     <Route path=path!("/search") view=SearchPage/>
@@ -121,6 +122,7 @@ fn TopBar() -> impl IntoView {
                         <A href="/events">"Events"</A>
                         <A href="/orders">"Orders"</A>
                         <A href="/audit">"Audit log"</A>
+                        <AlertBadge/>
                         <Transition fallback=|| ()>
                             {move || {
                                 me.get()

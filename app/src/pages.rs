@@ -1,5 +1,6 @@
 //! One module per page.
 
+mod alerts;
 mod audit;
 mod bulk_redrive;
 mod claims;
@@ -13,6 +14,7 @@ mod reconcile;
 mod search;
 mod two_factor;
 
+pub use alerts::{AlertBadge, AlertsPage};
 pub use audit::AuditPage;
 pub use bulk_redrive::{BulkBatchPage, BulkRedrivePage};
 pub use claims::ClaimsPage;

@@ -6,12 +6,15 @@
 //! default `store` feature.
 #![forbid(unsafe_code)]
 
+pub mod alert;
 pub mod auth;
 pub mod bulk;
 mod claim;
 mod ids;
 pub mod money;
 
+#[cfg(feature = "store")]
+pub mod alerts;
 #[cfg(feature = "store")]
 pub mod audit;
 #[cfg(feature = "store")]
@@ -58,9 +61,10 @@ pub use database_url::{Backend, DatabaseUrl, DatabaseUrlError};
 pub use error::StoreError;
 #[cfg(feature = "store")]
 pub use store::{
-    AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark, ClaimOutcome, ClaimSource,
-    ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView, EventFilter, Fulfilled,
-    LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder, OperatorCredentials, OperatorView,
-    OrderCreation, OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus,
-    SelectedClaim, Store, StoreOptions, StripeRequestView, TokenView, WriteOp, WriteResult,
+    AlertDeliveryView, AlertView, AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark,
+    ClaimOutcome, ClaimSource, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView,
+    DueDelivery, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder,
+    OperatorCredentials, OperatorView, OrderCreation, OrderView, ReconcileRunView, Recorded,
+    RequestOutcome, RequestStatus, SelectedClaim, Store, StoreOptions, StripeRequestView,
+    TokenView, WriteOp, WriteResult,
 };

@@ -30,6 +30,7 @@ macro_rules! on_pool {
     };
 }
 
+mod alerts;
 mod audit;
 mod batch_writer;
 mod bulk_redrive;
@@ -42,6 +43,7 @@ mod reconcile;
 mod tokens;
 mod views;
 
+pub use alerts::{AlertDeliveryView, AlertView, DueDelivery};
 pub use audit::AuditEntry;
 pub use batch_writer::BatchWriter;
 pub use bulk_redrive::{BatchItemView, BatchView, CancelMark, Recorded, SelectedClaim};
@@ -174,6 +176,8 @@ aggregates! {
     ReconcileRuns => reconcile_runs;
     /// Bulk re-drive batches, their claims and their runner's heartbeat.
     BulkRedrives => bulk_redrives;
+    /// Alerts, their outbox of messages, and the signature failures the checks count.
+    Alerts => alerts;
 }
 
 /// The database, shared by every request handler and worker (cheap to clone).

@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{claims, customers, operators, orders, reconcile, tokens};
+use crate::commands::{alerts, claims, customers, operators, orders, reconcile, tokens};
 use crate::config::flags::{DatabaseArgs, ServeArgs};
 use crate::telemetry::LogFormat;
 
@@ -62,6 +62,11 @@ pub enum Command {
     /// List Stripe's events since the reconciler's cursor (or --since) and claim the ones
     /// never delivered, through the same path as a delivery.
     Reconcile(reconcile::ReconcileArgs),
+    /// Send a test alert to every configured channel, or list open and recent alerts.
+    Alerts {
+        #[command(subcommand)]
+        command: alerts::AlertsCommand,
+    },
     /// Copy a SQLite database, consistently, while it is in use (PostgreSQL: use pg_dump).
     Backup {
         /// The file to write; it must not exist yet.

@@ -2,6 +2,7 @@
 //! as the server (DATABASE_URL) and the operations in `claimcheck_core::ops`; what they print
 //! is in [`output`].
 
+pub mod alerts;
 pub mod backup;
 mod bulk_redrive;
 pub mod claims;

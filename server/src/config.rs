@@ -2,6 +2,7 @@
 //! the box. The command line's flags and environment variables that fill it are in
 //! [`flags`].
 
+pub mod alerts;
 pub mod flags;
 
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
 use claimcheck_core::worker::WorkerConfig;
 
 use crate::client_ip::TrustedProxies;
+pub use alerts::AlertsConfig;
 
 /// Everything `serve` needs to know.
 #[derive(Debug, Clone)]
@@ -37,6 +39,8 @@ pub struct ServeConfig {
     pub retention: Option<Duration>,
     /// The reconciler (runs when `stripe` is set and the interval is not zero).
     pub reconcile: ReconcileSchedule,
+    /// The alert checks and the channels their messages go out on.
+    pub alerts: AlertsConfig,
 }
 
 /// How often the reconciler runs, and how.
@@ -164,6 +168,7 @@ impl Default for ServeConfig {
             dashboard: DashboardConfig::default(),
             retention: None,
             reconcile: ReconcileSchedule::default(),
+            alerts: AlertsConfig::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! start-up, shared by `main` and the integration tests.
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 mod bulk_runs;
 pub mod cli;
 pub mod client_ip;

@@ -36,6 +36,7 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::Orders { command } => commands::orders::run(command).await,
         Command::Customers { command } => commands::customers::run(command).await,
         Command::Backup { to, database } => commands::backup::run(&to, &database).await,
+        Command::Alerts { command } => commands::alerts::run(command).await,
         Command::Reconcile(args) => commands::reconcile::run(args).await,
         Command::Tokens { command } => commands::tokens::run(command).await,
         Command::Operator { command } => commands::operators::run(command).await,

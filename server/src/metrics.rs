@@ -209,6 +209,15 @@ impl Metrics {
         self.bad_signatures_in_a_row.load(Ordering::Relaxed)
     }
 
+    /// Deliveries refused for their signature since this process started (the alert checker
+    /// adds them to the database's count, which all instances share).
+    pub fn bad_signatures_total(&self) -> u64 {
+        DeliveryOutcome::ALL
+            .iter()
+            .position(|o| *o == DeliveryOutcome::BadSignature)
+            .map_or(0, |i| self.deliveries[i].get())
+    }
+
     /// Counts one reconcile run: `Some((listed, recovered))` if it succeeded.
     pub fn observe_reconcile(&self, outcome: Option<(u64, u64)>) {
         self.reconcile_runs.inc();

@@ -14,6 +14,7 @@ use claimcheck_core::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
+use crate::alerts::AlertRuntime;
 use crate::bulk_runs::BulkRuns;
 use crate::config::{ReconcileSchedule, ServeConfig};
 use crate::error::ServerError;
@@ -33,6 +34,7 @@ pub struct Application {
     reconciler: Option<(StripeApi, ReconcileSchedule)>,
     metrics: Arc<Metrics>,
     bulk: BulkRuns,
+    alerts: Option<AlertRuntime>,
 }
 
 impl Application {
@@ -110,6 +112,7 @@ impl Application {
                 .map(|api| (api, config.reconcile.clone())),
             metrics,
             bulk,
+            alerts: alert_runtime(&config, local_addr),
         })
     }
 
@@ -139,6 +142,22 @@ impl Application {
                 api,
                 schedule,
                 Arc::clone(&self.metrics),
+                stopped.clone(),
+            )));
+        }
+        if let Some(runtime) = self.alerts {
+            let queued = Arc::new(Notify::new());
+            workers.push(tokio::spawn(crate::alerts::check_periodically(
+                self.store.clone(),
+                runtime.clone(),
+                Arc::clone(&self.metrics),
+                Arc::clone(&queued),
+                stopped.clone(),
+            )));
+            workers.push(tokio::spawn(crate::alerts::send_periodically(
+                self.store.clone(),
+                runtime,
+                queued,
                 stopped.clone(),
             )));
         }
@@ -173,4 +192,30 @@ impl Application {
         tracing::info!("stopped");
         served.map_err(ServerError::Serve)
     }
+}
+
+/// The alert tasks' settings, unless alerting is off (a zero check interval). Links in
+/// messages point to the public URL, else to the address this instance serves on.
+fn alert_runtime(config: &ServeConfig, local_addr: SocketAddr) -> Option<AlertRuntime> {
+    let alerts = &config.alerts;
+    if alerts.check_interval.is_zero() {
+        return None;
+    }
+    let dashboard_url = config
+        .dashboard
+        .public_url
+        .as_ref()
+        .map(|url| url.as_str().to_owned())
+        .unwrap_or_else(|| format!("http://{local_addr}"));
+    Some(AlertRuntime {
+        policy: claimcheck_core::alerts::AlertPolicy {
+            thresholds: alerts.thresholds.clone(),
+            repeat: alerts.repeat,
+            channels: alerts.channels.configured(),
+            dashboard_url,
+        },
+        channels: Arc::new(alerts.channels.clone()),
+        retry: alerts.retry.clone(),
+        check_interval: alerts.check_interval,
+    })
 }

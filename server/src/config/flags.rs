@@ -204,6 +204,8 @@ pub struct ServeArgs {
         value_parser = parse_duration
     )]
     pub reconcile_lookback: Duration,
+    #[command(flatten)]
+    pub alerts: super::alerts::AlertArgs,
 }
 
 /// `90s`, `15m`, `1h`, `3d`, or plain seconds.
@@ -437,6 +439,7 @@ impl ServeArgs {
                 trusted_proxies: self.trusted_proxies,
                 require_two_factor: self.require_two_factor,
             },
+            alerts: self.alerts.into_config()?,
             retention: (self.retention_days > 0)
                 .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             reconcile: ReconcileSchedule {

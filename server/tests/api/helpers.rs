@@ -227,6 +227,11 @@ pub fn test_config(database_url: &str) -> ServeConfig {
             interval: Duration::ZERO,
             ..Default::default()
         },
+        // Alert tests turn the checks on themselves (or drive them with a chosen time).
+        alerts: claimcheck_server::config::AlertsConfig {
+            check_interval: Duration::ZERO,
+            ..Default::default()
+        },
         ..ServeConfig::default()
     }
 }

@@ -5,6 +5,7 @@
 mod helpers;
 
 mod access;
+mod alerts;
 mod bulk_redrive;
 mod cli;
 mod crash;

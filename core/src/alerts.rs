@@ -1,0 +1,585 @@
+//! Alerting, engine side: what the database says ([`Observations`]), which conditions hold
+//! ([`evaluate`], pure), what an open alert does next ([`decide`], pure), and one check that
+//! puts them together ([`check`]). Every instance checks; the store's compare-and-sets make
+//! one of them open, remind and resolve each alert, and queue its messages in the outbox the
+//! server's sender empties.
+
+mod message;
+
+use std::time::Duration;
+
+pub use message::{AlertFacts, Message, message, test_message};
+
+use crate::alert::{AlertChannel, AlertCondition, MessageKind};
+use crate::error::StoreError;
+use crate::store::{AlertView, ReconcileRunView, Store};
+
+/// Orders and signature failures older than this are not counted: past Stripe's three days
+/// of retries, reconciliation is the way back, and the reconcile alert says so.
+pub const LOOKBACK: Duration = Duration::from_secs(3 * 86_400);
+
+/// When each condition holds. `None` (or 0) turns a condition off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertThresholds {
+    /// At least this many failed claims.
+    pub failed_claims: u64,
+    /// A claim stale (lease expired, not taken again) for longer than this.
+    pub stale_after: Option<Duration>,
+    /// Orders opened through the order API and no delivery accepted for this long.
+    pub quiet_after: Option<Duration>,
+    /// Signature failures and no delivery accepted for this long.
+    pub signature_window: Option<Duration>,
+    /// An outgoing Stripe request left indeterminate for longer than this.
+    pub indeterminate_after: Option<Duration>,
+    /// A reconcile run that recovered events or failed, within this long.
+    pub reconcile_window: Option<Duration>,
+}
+
+impl Default for AlertThresholds {
+    fn default() -> Self {
+        AlertThresholds {
+            failed_claims: 1,
+            stale_after: Some(Duration::from_secs(10 * 60)),
+            quiet_after: Some(Duration::from_secs(6 * 3600)),
+            signature_window: Some(Duration::from_secs(15 * 60)),
+            indeterminate_after: Some(Duration::from_secs(5 * 60)),
+            reconcile_window: Some(Duration::from_secs(24 * 3600)),
+        }
+    }
+}
+
+/// How an instance checks and where its messages go.
+#[derive(Debug, Clone)]
+pub struct AlertPolicy {
+    pub thresholds: AlertThresholds,
+    /// A reminder while an alert stays open, at most this often; `None`: never.
+    pub repeat: Option<Duration>,
+    /// A message is queued for each of these (the channels this instance is configured with).
+    pub channels: Vec<AlertChannel>,
+    /// Where people reach the dashboard (no trailing slash): the links in messages.
+    pub dashboard_url: String,
+}
+
+/// Things counted, the oldest of them (unix ms), and a few of their ids.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub count: i64,
+    pub oldest: Option<i64>,
+    pub samples: Vec<String>,
+}
+
+/// What the database says at `now`, read by [`crate::store::Alerts::observe`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observations {
+    pub now: i64,
+    pub failed_claims: Tally,
+    /// Claims whose lease expired longer ago than `stale_after`; `oldest` is that expiry.
+    pub stale_claims: Tally,
+    /// The last delivery from Stripe that was accepted (claimed, duplicate or ignored).
+    pub last_delivery_at: Option<i64>,
+    /// Checkout sessions asked for through the order API after that delivery (within
+    /// [`LOOKBACK`]); `oldest` is the first of them.
+    pub orders_since_delivery: Tally,
+    /// Signature failures after that delivery (within [`LOOKBACK`]); `oldest` is the minute
+    /// of the first.
+    pub signature_failures: Tally,
+    /// Requests left indeterminate longer ago than `indeterminate_after`.
+    pub indeterminate_requests: Tally,
+    /// The latest reconcile run that was not a dry run.
+    pub last_reconcile: Option<ReconcileRunView>,
+}
+
+/// A condition that holds, with what to say about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub condition: AlertCondition,
+    pub count: i64,
+    pub since: Option<i64>,
+    pub summary: String,
+    pub samples: Vec<String>,
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
+/// "10 min", "6 h", "90 s": a threshold in words.
+pub fn words(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => format!("{} d", s / 86_400),
+        s if s >= 3600 && s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+/// A time for messages: `2026-12-01 14:03 UTC`.
+pub fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+fn plural(n: i64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The conditions that hold, in [`AlertCondition::ALL`] order.
+pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding> {
+    let now = obs.now;
+    let mut found = Vec::new();
+    let failed = &obs.failed_claims;
+    if thresholds.failed_claims > 0
+        && u64::try_from(failed.count).unwrap_or(0) >= thresholds.failed_claims
+    {
+        found.push(Finding {
+            condition: AlertCondition::FailedClaims,
+            count: failed.count,
+            since: failed.oldest,
+            summary: format!(
+                "{} failed after their last attempt and {} for an operator to re-drive {}.",
+                plural(failed.count, "claim", "claims"),
+                if failed.count == 1 { "waits" } else { "wait" },
+                if failed.count == 1 { "it" } else { "them" },
+            ),
+            samples: failed.samples.clone(),
+        });
+    }
+    if let Some(after) = thresholds.stale_after
+        && obs.stale_claims.count > 0
+    {
+        let stale = &obs.stale_claims;
+        found.push(Finding {
+            condition: AlertCondition::StaleClaims,
+            count: stale.count,
+            since: stale.oldest,
+            summary: format!(
+                "{} stale for more than {}: the worker holding {} died and no worker took {} \
+                 again (auto-rescue off, no worker running, or out of attempts).",
+                plural(stale.count, "claim has been", "claims have been"),
+                words(after),
+                if stale.count == 1 { "it" } else { "them" },
+                if stale.count == 1 { "it" } else { "them" },
+            ),
+            samples: stale.samples.clone(),
+        });
+    }
+    if let Some(after) = thresholds.quiet_after
+        && let Some(first) = obs.orders_since_delivery.oldest
+        && first <= now - ms(after)
+    {
+        let orders = &obs.orders_since_delivery;
+        let last = obs
+            .last_delivery_at
+            .map(|t| format!("the last one accepted at {}", time(t)))
+            .unwrap_or_else(|| "none accepted yet".to_owned());
+        found.push(Finding {
+            condition: AlertCondition::DeliveriesStopped,
+            count: orders.count,
+            since: Some(obs.last_delivery_at.unwrap_or(first)),
+            summary: format!(
+                "{} opened through the order API, yet Stripe has delivered nothing here for \
+                 more than {} ({last}): check the endpoint at Stripe, the firewall and the \
+                 proxy in front of Claimcheck.",
+                plural(orders.count, "order was", "orders were"),
+                words(after),
+            ),
+            samples: orders.samples.clone(),
+        });
+    }
+    if let Some(window) = thresholds.signature_window
+        && let Some(first) = obs.signature_failures.oldest
+        && obs.signature_failures.count > 0
+        && first <= now - ms(window)
+    {
+        let failures = &obs.signature_failures;
+        found.push(Finding {
+            condition: AlertCondition::SignatureFailures,
+            count: failures.count,
+            since: Some(first),
+            summary: format!(
+                "{} failed the signature check and none passed for more than {}: was the \
+                 signing secret rolled at Stripe but not here (STRIPE_WEBHOOK_SECRET)? \
+                 Reconciliation recovers what was refused.",
+                plural(failures.count, "delivery", "deliveries"),
+                words(window),
+            ),
+            samples: Vec::new(),
+        });
+    }
+    if let Some(after) = thresholds.indeterminate_after
+        && obs.indeterminate_requests.count > 0
+    {
+        let requests = &obs.indeterminate_requests;
+        found.push(Finding {
+            condition: AlertCondition::IndeterminateRequests,
+            count: requests.count,
+            since: requests.oldest,
+            summary: format!(
+                "{} to Stripe got no definite answer for more than {}: Stripe may or may not \
+                 have acted. Asking again under the same Idempotency-Key is safe (a refund \
+                 again from the order's page, or the order API for a checkout).",
+                plural(requests.count, "request", "requests"),
+                words(after),
+            ),
+            samples: requests.samples.clone(),
+        });
+    }
+    if let Some(window) = thresholds.reconcile_window
+        && let Some(run) = &obs.last_reconcile
+        && run.finished_at >= now - ms(window)
+    {
+        let summary = match (&run.error, run.claimed) {
+            (Some(error), _) => Some(format!(
+                "The reconcile run at {} ({}) failed: {error}. Events Stripe gave up on are \
+                 not recovered until a run succeeds.",
+                time(run.finished_at),
+                run.actor
+            )),
+            (None, n) if n > 0 => Some(format!(
+                "The reconcile run at {} ({}) claimed {} that Stripe never delivered: \
+                 deliveries are failing or were lost (outage, firewall, signing secret).",
+                time(run.finished_at),
+                run.actor,
+                plural(n, "event", "events"),
+            )),
+            _ => None,
+        };
+        if let Some(summary) = summary {
+            found.push(Finding {
+                condition: AlertCondition::ReconcileFindings,
+                count: if run.error.is_some() { 1 } else { run.claimed },
+                since: Some(run.finished_at),
+                summary,
+                samples: Vec::new(),
+            });
+        }
+    }
+    found
+}
+
+/// What an alert does at a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The condition began to hold: open an alert, send "opened".
+    Open,
+    /// Still holds and the repeat interval is over: send a reminder.
+    Remind,
+    /// Still holds, reminded recently: only bring its figures up to date.
+    Refresh,
+    /// No longer holds: resolve, send "resolved".
+    Resolve,
+    /// Nothing holds and nothing is open.
+    Nothing,
+}
+
+/// The step for one condition: `last_notified` is the open alert's last message, if one is
+/// open; `holds` whether the condition holds now.
+pub fn decide(last_notified: Option<i64>, holds: bool, now: i64, repeat: Option<Duration>) -> Step {
+    match (last_notified, holds) {
+        (None, true) => Step::Open,
+        (None, false) => Step::Nothing,
+        (Some(_), false) => Step::Resolve,
+        (Some(last), true) => match repeat {
+            Some(every) if !every.is_zero() && now >= last + ms(every) => Step::Remind,
+            _ => Step::Refresh,
+        },
+    }
+}
+
+/// A message this check queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    pub condition: AlertCondition,
+    pub kind: MessageKind,
+}
+
+/// One check at `now`: observes, evaluates, and opens, reminds, refreshes or resolves each
+/// alert, queueing a message per channel for what changed. Safe to run on every instance at
+/// once: each step is a compare-and-set, and only the instance whose write lands queues.
+pub async fn check(
+    store: &Store,
+    policy: &AlertPolicy,
+    now: i64,
+) -> Result<Vec<Queued>, StoreError> {
+    let observed = store.alerts().observe(&policy.thresholds, now).await?;
+    let findings = evaluate(&observed, &policy.thresholds);
+    let open = store.alerts().open().await?;
+    let mut queued = Vec::new();
+    for condition in AlertCondition::ALL {
+        let finding = findings.iter().find(|f| f.condition == condition);
+        let current = open.iter().find(|a| a.condition == condition);
+        let step = decide(
+            current.map(|a| a.last_notified_at),
+            finding.is_some(),
+            now,
+            policy.repeat,
+        );
+        let landed = match (step, finding, current) {
+            (Step::Open, Some(finding), _) => {
+                let facts = AlertFacts::of_finding(finding, now);
+                let messages = messages(policy, MessageKind::Opened, &facts);
+                store.alerts().open_alert(finding, now, &messages).await?
+            }
+            (Step::Remind, Some(finding), Some(alert)) => {
+                let facts = AlertFacts {
+                    opened_at: alert.opened_at,
+                    ..AlertFacts::of_finding(finding, now)
+                };
+                let messages = messages(policy, MessageKind::Reminder, &facts);
+                store
+                    .alerts()
+                    .remind(alert, finding, now, &messages)
+                    .await?
+            }
+            (Step::Refresh, Some(finding), Some(alert)) => {
+                store.alerts().refresh(alert.id, finding, now).await?;
+                false
+            }
+            (Step::Resolve, _, Some(alert)) => {
+                let facts = AlertFacts::of_alert(alert, now);
+                let messages = messages(policy, MessageKind::Resolved, &facts);
+                store.alerts().resolve(alert.id, now, &messages).await?
+            }
+            _ => false,
+        };
+        if landed {
+            let kind = match step {
+                Step::Open => MessageKind::Opened,
+                Step::Remind => MessageKind::Reminder,
+                _ => MessageKind::Resolved,
+            };
+            queued.push(Queued { condition, kind });
+        }
+    }
+    Ok(queued)
+}
+
+fn messages(
+    policy: &AlertPolicy,
+    kind: MessageKind,
+    facts: &AlertFacts,
+) -> Vec<(AlertChannel, Message)> {
+    let text = message(kind, facts, &policy.dashboard_url);
+    policy
+        .channels
+        .iter()
+        .map(|channel| (*channel, text.clone()))
+        .collect()
+}
+
+impl AlertFacts {
+    fn of_finding(finding: &Finding, opened_at: i64) -> AlertFacts {
+        AlertFacts {
+            condition: finding.condition,
+            count: finding.count,
+            since: finding.since,
+            summary: finding.summary.clone(),
+            samples: finding.samples.clone(),
+            opened_at,
+            resolved_at: None,
+        }
+    }
+
+    fn of_alert(alert: &AlertView, resolved_at: i64) -> AlertFacts {
+        AlertFacts {
+            condition: alert.condition,
+            count: alert.count,
+            since: alert.since,
+            summary: alert.summary.clone(),
+            samples: alert.samples.clone(),
+            opened_at: alert.opened_at,
+            resolved_at: Some(resolved_at),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn tally(count: i64, oldest: i64) -> Tally {
+        Tally {
+            count,
+            oldest: Some(oldest),
+            samples: vec!["evt_1".into()],
+        }
+    }
+
+    fn conditions(obs: &Observations) -> Vec<AlertCondition> {
+        evaluate(obs, &AlertThresholds::default())
+            .into_iter()
+            .map(|f| f.condition)
+            .collect()
+    }
+
+    fn quiet() -> Observations {
+        Observations {
+            now: NOW,
+            ..Observations::default()
+        }
+    }
+
+    #[test]
+    fn nothing_holds_on_a_quiet_database() {
+        assert!(conditions(&quiet()).is_empty());
+    }
+
+    #[test]
+    fn one_failed_claim_holds_and_the_threshold_counts() {
+        let obs = Observations {
+            failed_claims: tally(1, NOW - 5 * MIN),
+            ..quiet()
+        };
+        let found = evaluate(&obs, &AlertThresholds::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].condition, AlertCondition::FailedClaims);
+        assert_eq!(found[0].count, 1);
+        assert_eq!(found[0].since, Some(NOW - 5 * MIN));
+        assert!(found[0].summary.starts_with("1 claim failed"), "{found:?}");
+        let three = AlertThresholds {
+            failed_claims: 3,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&obs, &three).is_empty());
+        let off = AlertThresholds {
+            failed_claims: 0,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&obs, &off).is_empty());
+    }
+
+    #[test]
+    fn stale_claims_counted_past_the_threshold_hold_unless_off() {
+        let obs = Observations {
+            stale_claims: tally(2, NOW - 30 * MIN),
+            ..quiet()
+        };
+        assert_eq!(conditions(&obs), vec![AlertCondition::StaleClaims]);
+        let off = AlertThresholds {
+            stale_after: None,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&obs, &off).is_empty());
+    }
+
+    #[test]
+    fn deliveries_stopped_needs_an_order_older_than_the_quiet_period() {
+        let hour = 60 * MIN;
+        // An order opened an hour ago, nothing delivered since: not yet (6 h).
+        let recent = Observations {
+            last_delivery_at: Some(NOW - 10 * hour),
+            orders_since_delivery: tally(1, NOW - hour),
+            ..quiet()
+        };
+        assert!(conditions(&recent).is_empty());
+        // Seven hours ago, and two more since: it holds, since the last delivery.
+        let old = Observations {
+            orders_since_delivery: tally(3, NOW - 7 * hour),
+            ..recent.clone()
+        };
+        let found = evaluate(&old, &AlertThresholds::default());
+        assert_eq!(found[0].condition, AlertCondition::DeliveriesStopped);
+        assert_eq!(found[0].count, 3);
+        assert_eq!(found[0].since, Some(NOW - 10 * hour));
+        // No order opened: a quiet shop is not an outage.
+        let no_orders = Observations {
+            last_delivery_at: Some(NOW - 100 * hour),
+            ..quiet()
+        };
+        assert!(conditions(&no_orders).is_empty());
+    }
+
+    #[test]
+    fn signature_failures_hold_once_none_passed_for_the_window() {
+        let young = Observations {
+            signature_failures: tally(4, NOW - 5 * MIN),
+            ..quiet()
+        };
+        assert!(conditions(&young).is_empty());
+        let old = Observations {
+            signature_failures: tally(9, NOW - 20 * MIN),
+            ..quiet()
+        };
+        let found = evaluate(&old, &AlertThresholds::default());
+        assert_eq!(found[0].condition, AlertCondition::SignatureFailures);
+        assert_eq!(found[0].count, 9);
+        assert!(found[0].summary.contains("STRIPE_WEBHOOK_SECRET"));
+    }
+
+    #[test]
+    fn indeterminate_requests_hold() {
+        let obs = Observations {
+            indeterminate_requests: tally(1, NOW - 20 * MIN),
+            ..quiet()
+        };
+        assert_eq!(
+            conditions(&obs),
+            vec![AlertCondition::IndeterminateRequests]
+        );
+    }
+
+    fn run(claimed: i64, error: Option<&str>, finished_at: i64) -> ReconcileRunView {
+        ReconcileRunView {
+            started_at: finished_at - 1000,
+            finished_at,
+            since: 0,
+            actor: "reconciler".into(),
+            dry_run: false,
+            listed: 10,
+            already_claimed: 10 - claimed,
+            claimed,
+            error: error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_reconcile_run_that_recovered_or_failed_holds_within_the_window() {
+        let with = |r| Observations {
+            last_reconcile: Some(r),
+            ..quiet()
+        };
+        assert!(conditions(&with(run(0, None, NOW - MIN))).is_empty());
+        let recovered = evaluate(&with(run(4, None, NOW - MIN)), &AlertThresholds::default());
+        assert_eq!(recovered[0].count, 4);
+        assert!(recovered[0].summary.contains("claimed 4 events"));
+        let failed = evaluate(
+            &with(run(0, Some("Stripe refused the key"), NOW - MIN)),
+            &AlertThresholds::default(),
+        );
+        assert!(failed[0].summary.contains("Stripe refused the key"));
+        // A day and more ago: no longer news.
+        assert!(conditions(&with(run(4, None, NOW - 25 * 60 * MIN))).is_empty());
+    }
+
+    #[test]
+    fn an_alert_opens_once_repeats_after_the_interval_and_resolves() {
+        let every = Some(Duration::from_secs(30 * 60));
+        assert_eq!(decide(None, true, NOW, every), Step::Open);
+        assert_eq!(decide(None, false, NOW, every), Step::Nothing);
+        assert_eq!(decide(Some(NOW), true, NOW + MIN, every), Step::Refresh);
+        assert_eq!(
+            decide(Some(NOW), true, NOW + 29 * MIN, every),
+            Step::Refresh
+        );
+        assert_eq!(decide(Some(NOW), true, NOW + 30 * MIN, every), Step::Remind);
+        assert_eq!(decide(Some(NOW), false, NOW + MIN, every), Step::Resolve);
+        // Without a repeat interval: never reminded.
+        assert_eq!(
+            decide(Some(NOW), true, NOW + 9999 * MIN, None),
+            Step::Refresh
+        );
+    }
+
+    #[test]
+    fn thresholds_read_as_words() {
+        assert_eq!(words(Duration::from_secs(600)), "10 min");
+        assert_eq!(words(Duration::from_secs(6 * 3600)), "6 h");
+        assert_eq!(words(Duration::from_secs(86_400)), "1 d");
+        assert_eq!(words(Duration::from_secs(90)), "90 s");
+    }
+}

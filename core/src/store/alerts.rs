@@ -1,0 +1,639 @@
+//! Alerts and their outbox: what the checks read, the compare-and-sets that let one
+//! instance of several open, remind and resolve an alert (queueing its messages in the same
+//! transaction), and the lease each message is sent under.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::{Alerts, BeginWrite, ReconcileRunView};
+use crate::alert::{AlertChannel, AlertCondition, DeliveryStatus, MessageKind};
+use crate::alerts::{AlertThresholds, Finding, LOOKBACK, Message, Observations, Tally};
+use crate::error::StoreError;
+
+/// How many ids an alert names.
+const SAMPLES: i64 = 5;
+
+/// An alert, open or resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AlertView {
+    pub id: i64,
+    pub condition: AlertCondition,
+    pub opened_at: i64,
+    pub since: Option<i64>,
+    pub count: i64,
+    pub summary: String,
+    pub samples: Vec<String>,
+    pub last_notified_at: i64,
+    pub notifications: i64,
+    pub checked_at: i64,
+    pub resolved_at: Option<i64>,
+}
+
+#[derive(sqlx::FromRow)]
+struct AlertRow {
+    id: i64,
+    condition: String,
+    opened_at: i64,
+    since: Option<i64>,
+    count: i64,
+    summary: String,
+    samples: String,
+    last_notified_at: i64,
+    notifications: i64,
+    checked_at: i64,
+    resolved_at: Option<i64>,
+}
+
+impl TryFrom<AlertRow> for AlertView {
+    type Error = StoreError;
+
+    fn try_from(r: AlertRow) -> Result<Self, Self::Error> {
+        Ok(AlertView {
+            id: r.id,
+            condition: AlertCondition::from_str(&r.condition).map_err(StoreError::Corrupt)?,
+            opened_at: r.opened_at,
+            since: r.since,
+            count: r.count,
+            summary: r.summary,
+            samples: r
+                .samples
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            last_notified_at: r.last_notified_at,
+            notifications: r.notifications,
+            checked_at: r.checked_at,
+            resolved_at: r.resolved_at,
+        })
+    }
+}
+
+/// One message on one channel and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AlertDeliveryView {
+    pub id: i64,
+    /// `None` for a test message.
+    pub alert_id: Option<i64>,
+    pub kind: MessageKind,
+    pub channel: AlertChannel,
+    pub subject: String,
+    pub status: DeliveryStatus,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+/// A message due to be sent, with its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub channel: AlertChannel,
+    pub message: Message,
+    /// Attempts before this one.
+    pub attempts: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct DeliveryRow {
+    id: i64,
+    alert_id: Option<i64>,
+    kind: String,
+    channel: String,
+    subject: String,
+    body: String,
+    status: String,
+    attempts: i64,
+    next_attempt_at: i64,
+    last_error: Option<String>,
+    created_at: i64,
+    sent_at: Option<i64>,
+}
+
+impl DeliveryRow {
+    fn channel(&self) -> Result<AlertChannel, StoreError> {
+        AlertChannel::from_str(&self.channel).map_err(StoreError::Corrupt)
+    }
+
+    fn view(self) -> Result<AlertDeliveryView, StoreError> {
+        Ok(AlertDeliveryView {
+            channel: self.channel()?,
+            kind: MessageKind::from_str(&self.kind).map_err(StoreError::Corrupt)?,
+            status: DeliveryStatus::from_str(&self.status).map_err(StoreError::Corrupt)?,
+            id: self.id,
+            alert_id: self.alert_id,
+            subject: self.subject,
+            attempts: self.attempts,
+            next_attempt_at: self.next_attempt_at,
+            last_error: self.last_error,
+            created_at: self.created_at,
+            sent_at: self.sent_at,
+        })
+    }
+}
+
+const ALERT_COLUMNS: &str = "id, condition, opened_at, since, count, summary, samples, \
+    last_notified_at, notifications, checked_at, resolved_at";
+
+const DELIVERY_COLUMNS: &str = "id, alert_id, kind, channel, subject, body, status, attempts, \
+    next_attempt_at, last_error, created_at, sent_at";
+
+/// The partial unique index (one open alert per condition) makes a second instance's INSERT
+/// a no-op: only the instance that gets an id back queues the message.
+const OPEN: &str = "\
+    INSERT INTO alerts (condition, opened_at, since, count, summary, samples, \
+                        last_notified_at, notifications, checked_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $2, 1, $2) \
+    ON CONFLICT DO NOTHING \
+    RETURNING id";
+
+/// A compare-and-set on the last message's time: of two instances due to remind, one moves
+/// it and sends.
+const REMIND: &str = "\
+    UPDATE alerts SET last_notified_at = $3, notifications = notifications + 1, \
+        count = $4, since = $5, summary = $6, samples = $7, checked_at = $3 \
+    WHERE id = $1 AND resolved_at IS NULL AND last_notified_at = $2";
+
+const REFRESH: &str = "\
+    UPDATE alerts SET count = $2, since = $3, summary = $4, samples = $5, checked_at = $6 \
+    WHERE id = $1 AND resolved_at IS NULL";
+
+const RESOLVE: &str = "\
+    UPDATE alerts SET resolved_at = $2, checked_at = $2 WHERE id = $1 AND resolved_at IS NULL";
+
+/// A newer message about the alert replaces one still waiting (a reminder after an opening
+/// that never got out, a resolution after either), unless it is being sent right now.
+const SUPERSEDE: &str = "\
+    UPDATE alert_deliveries SET status = 'superseded' \
+    WHERE alert_id = $1 AND status = 'pending' AND (lease_until IS NULL OR lease_until <= $2)";
+
+const QUEUE: &str = "\
+    INSERT INTO alert_deliveries (alert_id, kind, channel, subject, body, status, attempts, \
+                                  next_attempt_at, created_at) \
+    VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6)";
+
+const TAKE: &str = "\
+    UPDATE alert_deliveries SET lease_until = $2 + $3, attempts = attempts + 1 \
+    WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2 \
+      AND (lease_until IS NULL OR lease_until <= $2)";
+
+const RECORD_SIGNATURE_FAILURES: &str = "\
+    INSERT INTO webhook_signature_failures (minute, failures, last_at) VALUES ($1, $2, $3) \
+    ON CONFLICT (minute) DO UPDATE SET \
+        failures = webhook_signature_failures.failures + excluded.failures, \
+        last_at = CASE WHEN excluded.last_at > webhook_signature_failures.last_at \
+                       THEN excluded.last_at ELSE webhook_signature_failures.last_at END";
+
+fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
+impl Alerts<'_> {
+    /// Reads what the checks need at `now`; a condition that is off is not read.
+    pub async fn observe(
+        self,
+        thresholds: &AlertThresholds,
+        now: i64,
+    ) -> Result<Observations, StoreError> {
+        let mut obs = Observations {
+            now,
+            ..Observations::default()
+        };
+        if thresholds.failed_claims > 0 {
+            obs.failed_claims = self
+                .tally(
+                    "SELECT COUNT(*), MIN(received_at) FROM processed_stripe_events \
+                     WHERE status = 'failed' AND received_at <= $1",
+                    "SELECT event_id FROM processed_stripe_events WHERE status = 'failed' \
+                     AND received_at <= $1 ORDER BY received_at, event_id LIMIT $2",
+                    now,
+                )
+                .await?;
+        }
+        if let Some(after) = thresholds.stale_after {
+            obs.stale_claims = self
+                .tally(
+                    "SELECT COUNT(*), MIN(lease_expires_at) FROM processed_stripe_events \
+                     WHERE status = 'processing' AND lease_expires_at <= $1",
+                    "SELECT event_id FROM processed_stripe_events \
+                     WHERE status = 'processing' AND lease_expires_at <= $1 \
+                     ORDER BY lease_expires_at, event_id LIMIT $2",
+                    now - ms(after),
+                )
+                .await?;
+        }
+        // Any delivery recorded passed the signature check: Stripe reaches us with the
+        // right secret, whatever became of the event.
+        obs.last_delivery_at = on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT received_at FROM webhook_deliveries WHERE source = 'webhook' \
+                 ORDER BY received_at DESC LIMIT 1",
+            )
+            .fetch_optional(pool)
+            .await
+        })?;
+        let after_delivery = obs
+            .last_delivery_at
+            .unwrap_or(i64::MIN)
+            .max(now - ms(LOOKBACK));
+        if thresholds.quiet_after.is_some() {
+            obs.orders_since_delivery = self
+                .tally(
+                    "SELECT COUNT(*), MIN(created_at) FROM stripe_requests \
+                     WHERE operation = 'checkout_session' AND created_at > $1",
+                    "SELECT order_id FROM stripe_requests \
+                     WHERE operation = 'checkout_session' AND created_at > $1 \
+                     ORDER BY created_at, order_id LIMIT $2",
+                    after_delivery,
+                )
+                .await?;
+        }
+        if thresholds.signature_window.is_some() {
+            let (count, first): (i64, Option<i64>) = on_pool!(self, pool => {
+                sqlx::query_as(
+                    "SELECT CAST(COALESCE(SUM(failures), 0) AS BIGINT), MIN(minute) \
+                     FROM webhook_signature_failures WHERE last_at > $1",
+                )
+                .bind(after_delivery)
+                .fetch_one(pool)
+                .await
+            })?;
+            obs.signature_failures = Tally {
+                count,
+                oldest: first.map(|m| m.max(after_delivery)),
+                samples: Vec::new(),
+            };
+        }
+        if let Some(after) = thresholds.indeterminate_after {
+            obs.indeterminate_requests = self
+                .tally(
+                    "SELECT COUNT(*), MIN(updated_at) FROM stripe_requests \
+                     WHERE status = 'indeterminate' AND updated_at <= $1",
+                    "SELECT idempotency_key FROM stripe_requests \
+                     WHERE status = 'indeterminate' AND updated_at <= $1 \
+                     ORDER BY updated_at, idempotency_key LIMIT $2",
+                    now - ms(after),
+                )
+                .await?;
+        }
+        if thresholds.reconcile_window.is_some() {
+            obs.last_reconcile = on_pool!(self, pool => {
+                sqlx::query_as::<_, ReconcileRunView>(
+                    "SELECT started_at, finished_at, since, actor, dry_run, listed, \
+                            already_claimed, claimed, error \
+                     FROM reconcile_runs WHERE dry_run = FALSE \
+                     ORDER BY started_at DESC, id DESC LIMIT 1",
+                )
+                .fetch_optional(pool)
+                .await
+            })?;
+        }
+        Ok(obs)
+    }
+
+    /// A count with its oldest time (`count_sql`, bound to `$1`), and a few ids (`ids_sql`,
+    /// `$1` and the limit `$2`).
+    async fn tally(self, count_sql: &str, ids_sql: &str, bound: i64) -> Result<Tally, StoreError> {
+        let (count, oldest): (i64, Option<i64>) = on_pool!(self, pool => {
+            sqlx::query_as(count_sql).bind(bound).fetch_one(pool).await
+        })?;
+        let samples = if count > 0 {
+            on_pool!(self, pool => {
+                sqlx::query_scalar(ids_sql).bind(bound).bind(SAMPLES).fetch_all(pool).await
+            })?
+        } else {
+            Vec::new()
+        };
+        Ok(Tally {
+            count,
+            oldest,
+            samples,
+        })
+    }
+
+    /// Adds `failures` signature failures seen by this instance, as of `now`, to the minute's
+    /// count; forgets the minutes past the lookback.
+    pub async fn record_signature_failures(
+        self,
+        failures: u64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let minute = now - now.rem_euclid(60_000);
+        let failures = i64::try_from(failures).unwrap_or(i64::MAX);
+        on_pool!(self, pool => {
+            sqlx::query(RECORD_SIGNATURE_FAILURES)
+                .bind(minute)
+                .bind(failures)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            sqlx::query("DELETE FROM webhook_signature_failures WHERE minute < $1")
+                .bind(now - ms(LOOKBACK))
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// The open alerts, oldest first.
+    pub async fn open(self) -> Result<Vec<AlertView>, StoreError> {
+        let sql = format!(
+            "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL \
+             ORDER BY opened_at, id LIMIT $1"
+        );
+        // One per condition at most.
+        self.alerts(&sql, 100).await
+    }
+
+    /// Open alerts first, then the most recently opened, at most `limit`.
+    pub async fn recent(self, limit: i64) -> Result<Vec<AlertView>, StoreError> {
+        let sql = format!(
+            "SELECT {ALERT_COLUMNS} FROM alerts \
+             ORDER BY CASE WHEN resolved_at IS NULL THEN 0 ELSE 1 END, opened_at DESC, id DESC \
+             LIMIT $1"
+        );
+        self.alerts(&sql, limit).await
+    }
+
+    async fn alerts(self, sql: &str, limit: i64) -> Result<Vec<AlertView>, StoreError> {
+        let rows: Vec<AlertRow> = on_pool!(self, pool => {
+            sqlx::query_as(sql).bind(limit).fetch_all(pool).await
+        })?;
+        rows.into_iter().map(AlertView::try_from).collect()
+    }
+
+    /// Opens an alert for `finding` and queues its messages, in one transaction; `false`
+    /// when one is open already (another instance got there first).
+    pub async fn open_alert(
+        self,
+        finding: &Finding,
+        now: i64,
+        messages: &[(AlertChannel, Message)],
+    ) -> Result<bool, StoreError> {
+        let samples = finding.samples.join("\n");
+        let opened = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let id: Option<i64> = sqlx::query_scalar(OPEN)
+                .bind(finding.condition.as_str())
+                .bind(now)
+                .bind(finding.since)
+                .bind(finding.count)
+                .bind(&finding.summary)
+                .bind(&samples)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some(id) = id {
+                for (channel, message) in messages {
+                    sqlx::query(QUEUE)
+                        .bind(id)
+                        .bind(MessageKind::Opened.as_str())
+                        .bind(channel.as_str())
+                        .bind(&message.subject)
+                        .bind(&message.text)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            id.is_some()
+        });
+        Ok(opened)
+    }
+
+    /// Sends a reminder about `alert` unless another instance did since it was read.
+    pub async fn remind(
+        self,
+        alert: &AlertView,
+        finding: &Finding,
+        now: i64,
+        messages: &[(AlertChannel, Message)],
+    ) -> Result<bool, StoreError> {
+        let samples = finding.samples.join("\n");
+        let reminded = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let moved = sqlx::query(REMIND)
+                .bind(alert.id)
+                .bind(alert.last_notified_at)
+                .bind(now)
+                .bind(finding.count)
+                .bind(finding.since)
+                .bind(&finding.summary)
+                .bind(&samples)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                == 1;
+            if moved {
+                sqlx::query(SUPERSEDE).bind(alert.id).bind(now).execute(&mut *tx).await?;
+                for (channel, message) in messages {
+                    sqlx::query(QUEUE)
+                        .bind(alert.id)
+                        .bind(MessageKind::Reminder.as_str())
+                        .bind(channel.as_str())
+                        .bind(&message.subject)
+                        .bind(&message.text)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            moved
+        });
+        Ok(reminded)
+    }
+
+    /// Brings an open alert's figures up to date (no message).
+    pub async fn refresh(self, id: i64, finding: &Finding, now: i64) -> Result<(), StoreError> {
+        let samples = finding.samples.join("\n");
+        on_pool!(self, pool => {
+            sqlx::query(REFRESH)
+                .bind(id)
+                .bind(finding.count)
+                .bind(finding.since)
+                .bind(&finding.summary)
+                .bind(&samples)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Resolves an open alert and queues its messages; `false` if it was resolved already.
+    pub async fn resolve(
+        self,
+        id: i64,
+        now: i64,
+        messages: &[(AlertChannel, Message)],
+    ) -> Result<bool, StoreError> {
+        let resolved = on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let moved = sqlx::query(RESOLVE)
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                == 1;
+            if moved {
+                sqlx::query(SUPERSEDE).bind(id).bind(now).execute(&mut *tx).await?;
+                for (channel, message) in messages {
+                    sqlx::query(QUEUE)
+                        .bind(id)
+                        .bind(MessageKind::Resolved.as_str())
+                        .bind(channel.as_str())
+                        .bind(&message.subject)
+                        .bind(&message.text)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            moved
+        });
+        Ok(resolved)
+    }
+
+    /// Messages due at `now` on one of `channels`, oldest first.
+    pub async fn due(
+        self,
+        channels: &[AlertChannel],
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<DueDelivery>, StoreError> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM alert_deliveries \
+             WHERE status = 'pending' AND next_attempt_at <= $1 \
+               AND (lease_until IS NULL OR lease_until <= $1) \
+             ORDER BY next_attempt_at, id LIMIT $2"
+        );
+        let rows: Vec<DeliveryRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(now).bind(limit).fetch_all(pool).await
+        })?;
+        let mut due = Vec::new();
+        for row in rows {
+            let channel = row.channel()?;
+            if channels.contains(&channel) {
+                due.push(DueDelivery {
+                    id: row.id,
+                    channel,
+                    attempts: row.attempts,
+                    message: Message {
+                        subject: row.subject,
+                        text: row.body,
+                    },
+                });
+            }
+        }
+        Ok(due)
+    }
+
+    /// Takes a due message to send it until `now + lease_ms` (counting the attempt); `false`
+    /// when another instance took it first.
+    pub async fn take(self, id: i64, now: i64, lease_ms: i64) -> Result<bool, StoreError> {
+        let taken = on_pool!(self, pool => {
+            sqlx::query(TAKE)
+                .bind(id)
+                .bind(now)
+                .bind(lease_ms)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected() == 1)
+        })?;
+        Ok(taken)
+    }
+
+    /// The message went out.
+    pub async fn sent(self, id: i64, now: i64) -> Result<(), StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE alert_deliveries SET status = 'sent', sent_at = $2, lease_until = NULL, \
+                 last_error = NULL WHERE id = $1",
+            )
+            .bind(id)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// An attempt failed: try again at `retry_at`, or (`None`) give up.
+    pub async fn attempt_failed(
+        self,
+        id: i64,
+        error: &str,
+        retry_at: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let sql = match retry_at {
+            Some(_) => {
+                "UPDATE alert_deliveries SET next_attempt_at = $3, last_error = $2, \
+                 lease_until = NULL WHERE id = $1 AND status = 'pending'"
+            }
+            None => {
+                "UPDATE alert_deliveries SET status = 'failed', last_error = $2, \
+                 lease_until = NULL WHERE id = $1 AND status = 'pending'"
+            }
+        };
+        on_pool!(self, pool => {
+            let query = sqlx::query(sql).bind(id).bind(error);
+            let query = match retry_at {
+                Some(at) => query.bind(at),
+                None => query,
+            };
+            query.execute(pool).await.map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Records a test message sent on `channel` and its outcome.
+    pub async fn record_test(
+        self,
+        channel: AlertChannel,
+        message: &Message,
+        now: i64,
+        outcome: Result<(), &str>,
+    ) -> Result<(), StoreError> {
+        let (status, error, sent_at) = match outcome {
+            Ok(()) => ("sent", None, Some(now)),
+            Err(error) => ("failed", Some(error), None),
+        };
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO alert_deliveries (alert_id, kind, channel, subject, body, status, \
+                     attempts, next_attempt_at, last_error, created_at, sent_at) \
+                 VALUES (NULL, 'test', $1, $2, $3, $4, 1, $5, $6, $5, $7)",
+            )
+            .bind(channel.as_str())
+            .bind(&message.subject)
+            .bind(&message.text)
+            .bind(status)
+            .bind(now)
+            .bind(error)
+            .bind(sent_at)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// The latest messages (test messages included), newest first.
+    pub async fn deliveries(self, limit: i64) -> Result<Vec<AlertDeliveryView>, StoreError> {
+        let sql =
+            format!("SELECT {DELIVERY_COLUMNS} FROM alert_deliveries ORDER BY id DESC LIMIT $1");
+        let rows: Vec<DeliveryRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(limit).fetch_all(pool).await
+        })?;
+        rows.into_iter().map(DeliveryRow::view).collect()
+    }
+}

@@ -1,0 +1,284 @@
+//! Alerts, server side: the channels messages go out on (e-mail, a chat webhook), the
+//! sender that empties the outbox with retries, and the two tasks `serve` runs for them. The
+//! conditions and the alert state are the engine's (`claimcheck_core::alerts`).
+//!
+//! Both tasks are their own: a check or a send never runs on a request or a worker, and each
+//! send has a timeout, so an SMTP server that never answers delays nothing but its message.
+
+pub mod chat;
+pub mod email;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use claimcheck_core::Store;
+use claimcheck_core::alert::AlertChannel;
+use claimcheck_core::alerts::{AlertPolicy, Message};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::metrics::Metrics;
+pub use chat::{ChatChannel, WebhookUrl};
+pub use email::{EmailChannel, SmtpUrl};
+
+/// The channels this instance is configured with.
+#[derive(Debug, Clone, Default)]
+pub struct Channels {
+    pub email: Option<EmailChannel>,
+    pub webhook: Option<ChatChannel>,
+    /// One send's budget, end to end.
+    pub timeout: Duration,
+}
+
+impl Channels {
+    pub fn configured(&self) -> Vec<AlertChannel> {
+        let mut channels = Vec::new();
+        if self.email.is_some() {
+            channels.push(AlertChannel::Email);
+        }
+        if self.webhook.is_some() {
+            channels.push(AlertChannel::Webhook);
+        }
+        channels
+    }
+
+    /// Where a channel's messages go, in words.
+    pub fn describe(&self, channel: AlertChannel) -> String {
+        match channel {
+            AlertChannel::Email => self.email.as_ref().map(EmailChannel::describe),
+            AlertChannel::Webhook => self.webhook.as_ref().map(ChatChannel::describe),
+        }
+        .unwrap_or_else(|| "not configured".to_owned())
+    }
+
+    /// Sends `message` on `channel`, giving up after the timeout.
+    pub async fn send(&self, channel: AlertChannel, message: &Message) -> Result<(), String> {
+        let sent = async {
+            match channel {
+                AlertChannel::Email => match &self.email {
+                    Some(email) => email.send(message).await,
+                    None => Err("e-mail is not configured here (CLAIMCHECK_SMTP_URL)".into()),
+                },
+                AlertChannel::Webhook => match &self.webhook {
+                    Some(chat) => chat.send(message).await,
+                    None => Err(
+                        "the chat webhook is not configured here (CLAIMCHECK_ALERT_WEBHOOK_URL)"
+                            .into(),
+                    ),
+                },
+            }
+        };
+        // The channels time out step by step; this bounds the whole send.
+        let budget = self.timeout.saturating_mul(3);
+        tokio::time::timeout(budget, sent)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "{}: no answer within {budget:?}",
+                    self.describe(channel)
+                ))
+            })
+    }
+}
+
+/// How messages that failed are tried again.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts before a message is given up (and shown as failed).
+    pub max_attempts: i64,
+    /// Wait before the second attempt, doubled for each further one, at most `max_backoff`.
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 8,
+            base_backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// When to try again after `attempts` attempts; `None` once they are used up.
+    fn next(&self, attempts: i64, now: i64) -> Option<i64> {
+        if attempts >= self.max_attempts {
+            return None;
+        }
+        let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+        let wait = self
+            .base_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff);
+        Some(now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 4))
+    }
+}
+
+/// What one round of sending did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendReport {
+    pub sent: usize,
+    pub failed: usize,
+}
+
+/// Sends every message due at `now` on the channels configured here, all at once, each under
+/// a lease (so two instances never send one message twice) and its own timeout.
+pub async fn deliver_due(
+    store: &Store,
+    channels: &Arc<Channels>,
+    retry: &RetryPolicy,
+    now: i64,
+) -> Result<SendReport, claimcheck_core::StoreError> {
+    let due = store.alerts().due(&channels.configured(), now, 50).await?;
+    let lease_ms = i64::try_from(channels.timeout.saturating_mul(4).as_millis())
+        .unwrap_or(i64::MAX / 4)
+        .max(1000);
+    let mut sending = JoinSet::new();
+    for delivery in due {
+        if !store.alerts().take(delivery.id, now, lease_ms).await? {
+            continue;
+        }
+        let channels = Arc::clone(channels);
+        sending.spawn(async move {
+            let outcome = channels.send(delivery.channel, &delivery.message).await;
+            (delivery, outcome)
+        });
+    }
+    let mut report = SendReport::default();
+    while let Some(joined) = sending.join_next().await {
+        let Ok((delivery, outcome)) = joined else {
+            continue;
+        };
+        match outcome {
+            Ok(()) => {
+                report.sent += 1;
+                store.alerts().sent(delivery.id, now).await?;
+            }
+            Err(error) => {
+                report.failed += 1;
+                let attempts = delivery.attempts + 1;
+                let retry_at = retry.next(attempts, now);
+                tracing::warn!(
+                    channel = %delivery.channel,
+                    attempts,
+                    gave_up = retry_at.is_none(),
+                    %error,
+                    "alert message not sent"
+                );
+                store
+                    .alerts()
+                    .attempt_failed(delivery.id, &error, retry_at)
+                    .await?;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Everything the alert tasks need.
+#[derive(Debug, Clone)]
+pub struct AlertRuntime {
+    pub policy: AlertPolicy,
+    pub channels: Arc<Channels>,
+    pub retry: RetryPolicy,
+    pub check_interval: Duration,
+}
+
+/// Checks the conditions every `check_interval` (the first time right away), after adding the
+/// signature failures this process refused since the last check to the shared count. Wakes
+/// the sender when a check queued messages.
+pub(crate) async fn check_periodically(
+    store: Store,
+    runtime: AlertRuntime,
+    metrics: Arc<Metrics>,
+    queued: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut counted = 0;
+    while !*stop.borrow() {
+        let now = claimcheck_core::now_ms();
+        let refused = metrics.bad_signatures_total();
+        if refused > counted {
+            match store
+                .alerts()
+                .record_signature_failures(refused - counted, now)
+                .await
+            {
+                Ok(()) => counted = refused,
+                Err(error) => tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "cannot count signature failures; trying again at the next check"
+                ),
+            }
+        }
+        match claimcheck_core::alerts::check(&store, &runtime.policy, now).await {
+            Ok(changes) => {
+                for change in &changes {
+                    tracing::warn!(condition = %change.condition, kind = change.kind.as_str(), "alert");
+                }
+                if !changes.is_empty() {
+                    queued.notify_one();
+                }
+            }
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "alert check failed; trying again at the next one"
+            ),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(runtime.check_interval) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// Sends what is due whenever a check queued something, and every few seconds for retries.
+pub(crate) async fn send_periodically(
+    store: Store,
+    runtime: AlertRuntime,
+    queued: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let every = runtime.check_interval.min(Duration::from_secs(5));
+    while !*stop.borrow() {
+        if !runtime.channels.configured().is_empty()
+            && let Err(error) = deliver_due(
+                &store,
+                &runtime.channels,
+                &runtime.retry,
+                claimcheck_core::now_ms(),
+            )
+            .await
+        {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "sending alert messages failed; trying again shortly"
+            );
+        }
+        tokio::select! {
+            () = queued.notified() => {}
+            () = tokio::time::sleep(every) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_and_stop() {
+        let retry = RetryPolicy {
+            max_attempts: 4,
+            base_backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_secs(60),
+        };
+        assert_eq!(retry.next(1, 0), Some(30_000));
+        assert_eq!(retry.next(2, 0), Some(60_000));
+        assert_eq!(retry.next(3, 0), Some(60_000));
+        assert_eq!(retry.next(4, 0), None);
+    }
+}

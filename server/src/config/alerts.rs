@@ -1,0 +1,271 @@
+//! Alerting's settings: when each condition holds, how often they are checked and repeated
+//! ([`AlertArgs`], `serve` only), and the channels messages go out on ([`AlertChannelArgs`],
+//! shared by `serve` and `claimcheck alerts test`).
+
+use std::time::Duration;
+
+use claimcheck_core::alerts::AlertThresholds;
+use clap::Args;
+use lettre::message::Mailbox;
+
+use super::flags::parse_duration;
+use crate::alerts::{Channels, ChatChannel, EmailChannel, RetryPolicy, SmtpUrl, WebhookUrl};
+use crate::error::ServerError;
+
+/// What `serve` does about alerts.
+#[derive(Debug, Clone)]
+pub struct AlertsConfig {
+    /// How often the conditions are checked; zero: this instance neither checks nor sends.
+    pub check_interval: Duration,
+    pub thresholds: AlertThresholds,
+    /// A reminder while an alert stays open, at most this often; `None`: never.
+    pub repeat: Option<Duration>,
+    pub channels: Channels,
+    pub retry: RetryPolicy,
+}
+
+impl Default for AlertsConfig {
+    /// Checked every 30 s, reminded hourly, no channel (alerts show on the dashboard only).
+    fn default() -> Self {
+        AlertsConfig {
+            check_interval: Duration::from_secs(30),
+            thresholds: AlertThresholds::default(),
+            repeat: Some(Duration::from_secs(3600)),
+            channels: Channels {
+                timeout: Duration::from_secs(10),
+                ..Channels::default()
+            },
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Where alert messages go.
+#[derive(Debug, Clone, Args)]
+pub struct AlertChannelArgs {
+    /// SMTP server for alert e-mail: smtps://USER:PASS@HOST:465, or
+    /// smtp://USER:PASS@HOST:587?tls=starttls, or smtp://HOST:PORT for a local relay.
+    #[arg(
+        long = "smtp-url",
+        env = "CLAIMCHECK_SMTP_URL",
+        value_name = "CLAIMCHECK_SMTP_URL",
+        hide_env_values = true
+    )]
+    pub smtp_url: Option<String>,
+    /// Who gets alert e-mail (comma-separated addresses; `Name <a@b>` works too).
+    #[arg(
+        long = "alert-email-to",
+        env = "CLAIMCHECK_ALERT_EMAIL_TO",
+        value_name = "CLAIMCHECK_ALERT_EMAIL_TO",
+        value_delimiter = ','
+    )]
+    pub email_to: Vec<String>,
+    /// The sender of alert e-mail, e.g. `Claimcheck <alerts@shop.ch>`.
+    #[arg(
+        long = "alert-email-from",
+        env = "CLAIMCHECK_ALERT_EMAIL_FROM",
+        value_name = "CLAIMCHECK_ALERT_EMAIL_FROM"
+    )]
+    pub email_from: Option<String>,
+    /// A chat's incoming webhook (Slack, Mattermost, Rocket.Chat, Teams): alerts are POSTed
+    /// as JSON with a `text` field.
+    #[arg(
+        long = "alert-webhook-url",
+        env = "CLAIMCHECK_ALERT_WEBHOOK_URL",
+        value_name = "CLAIMCHECK_ALERT_WEBHOOK_URL",
+        hide_env_values = true
+    )]
+    pub webhook_url: Option<String>,
+    /// How long one step of sending (connect, TLS, each SMTP command, the chat's answer) may
+    /// take before the attempt fails and is retried later.
+    #[arg(
+        long = "alert-timeout",
+        env = "CLAIMCHECK_ALERT_TIMEOUT",
+        value_name = "CLAIMCHECK_ALERT_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub timeout: Duration,
+}
+
+fn config_error(setting: &str, text: impl std::fmt::Display) -> ServerError {
+    ServerError::Config(format!("{setting}: {text}"))
+}
+
+fn mailbox(setting: &str, text: &str) -> Result<Mailbox, ServerError> {
+    text.trim().parse().map_err(|e| {
+        config_error(
+            setting,
+            format!("'{}' is not an e-mail address ({e})", text.trim()),
+        )
+    })
+}
+
+impl AlertChannelArgs {
+    pub fn channels(&self) -> Result<Channels, ServerError> {
+        if self.timeout.is_zero() {
+            return Err(config_error("CLAIMCHECK_ALERT_TIMEOUT", "0 is not allowed"));
+        }
+        let nonempty = |s: &Option<String>| {
+            s.as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let to: Vec<&String> = self
+            .email_to
+            .iter()
+            .filter(|s| !s.trim().is_empty())
+            .collect();
+        let email = match (nonempty(&self.smtp_url), nonempty(&self.email_from)) {
+            (Some(url), from) => {
+                let url: SmtpUrl = url
+                    .parse()
+                    .map_err(|e| config_error("CLAIMCHECK_SMTP_URL", e))?;
+                let from = from.ok_or_else(|| {
+                    config_error(
+                        "CLAIMCHECK_ALERT_EMAIL_FROM",
+                        "alert e-mail needs a sender address",
+                    )
+                })?;
+                if to.is_empty() {
+                    return Err(config_error(
+                        "CLAIMCHECK_ALERT_EMAIL_TO",
+                        "alert e-mail needs at least one address to go to",
+                    ));
+                }
+                let from = mailbox("CLAIMCHECK_ALERT_EMAIL_FROM", &from)?;
+                let to = to
+                    .iter()
+                    .map(|t| mailbox("CLAIMCHECK_ALERT_EMAIL_TO", t))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some(
+                    EmailChannel::new(url, from, to, self.timeout)
+                        .map_err(|e| config_error("CLAIMCHECK_SMTP_URL", e))?,
+                )
+            }
+            (None, from) if from.is_some() || !to.is_empty() => {
+                return Err(config_error(
+                    "CLAIMCHECK_SMTP_URL",
+                    "alert e-mail addresses are set but no SMTP server to send through",
+                ));
+            }
+            (None, _) => None,
+        };
+        let webhook = match nonempty(&self.webhook_url) {
+            Some(url) => {
+                let url: WebhookUrl = url
+                    .parse()
+                    .map_err(|e| config_error("CLAIMCHECK_ALERT_WEBHOOK_URL", e))?;
+                Some(ChatChannel::new(url, self.timeout))
+            }
+            None => None,
+        };
+        Ok(Channels {
+            email,
+            webhook,
+            timeout: self.timeout,
+        })
+    }
+}
+
+/// When conditions hold, and how often they are checked and repeated.
+#[derive(Debug, Clone, Args)]
+pub struct AlertArgs {
+    /// How often every condition is checked (`30s`; `0` turns alerting off on this instance).
+    #[arg(
+        long = "alert-check-interval",
+        env = "CLAIMCHECK_ALERT_CHECK_INTERVAL",
+        value_name = "CLAIMCHECK_ALERT_CHECK_INTERVAL",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub check_interval: Duration,
+    /// A reminder while an alert stays open, at most this often (`0`: never).
+    #[arg(
+        long = "alert-repeat",
+        env = "CLAIMCHECK_ALERT_REPEAT",
+        value_name = "CLAIMCHECK_ALERT_REPEAT",
+        default_value = "1h",
+        value_parser = parse_duration
+    )]
+    pub repeat: Duration,
+    /// Alert when at least this many claims are failed (`0`: never).
+    #[arg(
+        long = "alert-failed-claims",
+        env = "CLAIMCHECK_ALERT_FAILED_CLAIMS",
+        value_name = "CLAIMCHECK_ALERT_FAILED_CLAIMS",
+        default_value_t = 1
+    )]
+    pub failed_claims: u64,
+    /// Alert when a claim has been stale longer than this (`0`: never).
+    #[arg(
+        long = "alert-stale-after",
+        env = "CLAIMCHECK_ALERT_STALE_AFTER",
+        value_name = "CLAIMCHECK_ALERT_STALE_AFTER",
+        default_value = "10m",
+        value_parser = parse_duration
+    )]
+    pub stale_after: Duration,
+    /// Alert when orders were opened through the order API and no delivery was accepted for
+    /// this long (`0`: never).
+    #[arg(
+        long = "alert-quiet-after",
+        env = "CLAIMCHECK_ALERT_QUIET_AFTER",
+        value_name = "CLAIMCHECK_ALERT_QUIET_AFTER",
+        default_value = "6h",
+        value_parser = parse_duration
+    )]
+    pub quiet_after: Duration,
+    /// Alert when deliveries fail the signature check and none passes for this long (`0`:
+    /// never).
+    #[arg(
+        long = "alert-signature-window",
+        env = "CLAIMCHECK_ALERT_SIGNATURE_WINDOW",
+        value_name = "CLAIMCHECK_ALERT_SIGNATURE_WINDOW",
+        default_value = "15m",
+        value_parser = parse_duration
+    )]
+    pub signature_window: Duration,
+    /// Alert when an outgoing Stripe request stays indeterminate longer than this (`0`:
+    /// never).
+    #[arg(
+        long = "alert-indeterminate-after",
+        env = "CLAIMCHECK_ALERT_INDETERMINATE_AFTER",
+        value_name = "CLAIMCHECK_ALERT_INDETERMINATE_AFTER",
+        default_value = "5m",
+        value_parser = parse_duration
+    )]
+    pub indeterminate_after: Duration,
+    /// Alert when a reconcile run within this long recovered events or failed (`0`: never).
+    #[arg(
+        long = "alert-reconcile-window",
+        env = "CLAIMCHECK_ALERT_RECONCILE_WINDOW",
+        value_name = "CLAIMCHECK_ALERT_RECONCILE_WINDOW",
+        default_value = "24h",
+        value_parser = parse_duration
+    )]
+    pub reconcile_window: Duration,
+    #[command(flatten)]
+    pub channels: AlertChannelArgs,
+}
+
+impl AlertArgs {
+    pub fn into_config(self) -> Result<AlertsConfig, ServerError> {
+        let on = |d: Duration| (!d.is_zero()).then_some(d);
+        Ok(AlertsConfig {
+            check_interval: self.check_interval,
+            thresholds: AlertThresholds {
+                failed_claims: self.failed_claims,
+                stale_after: on(self.stale_after),
+                quiet_after: on(self.quiet_after),
+                signature_window: on(self.signature_window),
+                indeterminate_after: on(self.indeterminate_after),
+                reconcile_window: on(self.reconcile_window),
+            },
+            repeat: on(self.repeat),
+            channels: self.channels.channels()?,
+            retry: RetryPolicy::default(),
+        })
+    }
+}
