@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use claimcheck_core::Store;
+use claimcheck_core::observe::Observer;
 use claimcheck_core::ops::Actor;
 use claimcheck_core::ops::bulk_redrive::{self, Started};
 use claimcheck_core::worker::WorkerConfig;
@@ -16,15 +17,17 @@ use tokio::task::JoinSet;
 pub(crate) struct BulkRuns {
     store: Store,
     worker: Arc<WorkerConfig>,
+    observer: Arc<dyn Observer>,
     stop: Arc<watch::Sender<bool>>,
     tasks: Arc<Mutex<JoinSet<()>>>,
 }
 
 impl BulkRuns {
-    pub(crate) fn new(store: Store, worker: WorkerConfig) -> BulkRuns {
+    pub(crate) fn new(store: Store, worker: WorkerConfig, observer: Arc<dyn Observer>) -> BulkRuns {
         BulkRuns {
             store,
             worker: Arc::new(worker),
+            observer,
             stop: Arc::new(watch::channel(false).0),
             tasks: Arc::new(Mutex::new(JoinSet::new())),
         }
@@ -34,9 +37,10 @@ impl BulkRuns {
     pub(crate) fn spawn(&self, started: Started, actor: Actor) {
         let store = self.store.clone();
         let worker = Arc::clone(&self.worker);
+        let observer = Arc::clone(&self.observer);
         let stopped = self.stop.subscribe();
         let task = async move {
-            match bulk_redrive::run(&store, &worker, &started, &actor, stopped).await {
+            match bulk_redrive::run(&store, &worker, observer, &started, &actor, stopped).await {
                 Ok(batch) => {
                     tracing::debug!(batch_id = %batch.batch_id, state = %batch.state, "bulk re-drive returned")
                 }

@@ -74,7 +74,7 @@ impl Application {
                 .map(|api| api.with_observer(Arc::clone(&observer))),
             ..config
         };
-        let bulk = BulkRuns::new(store.clone(), config.worker.clone());
+        let bulk = BulkRuns::new(store.clone(), config.worker.clone(), Arc::clone(&observer));
         let router = routes::router(
             store.clone(),
             &config,

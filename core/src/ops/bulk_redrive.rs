@@ -4,6 +4,7 @@
 //! and the dashboard are thin adapters over these functions.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 use tokio::sync::watch;
@@ -15,6 +16,7 @@ use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::{Plan, plan};
 use crate::ids::BatchId;
+use crate::observe::Observer;
 use crate::store::{BatchView, CancelMark, ClaimView, Store};
 use crate::worker::{Attempt, RedriveRefused, Worker, WorkerConfig, describe};
 
@@ -326,6 +328,7 @@ pub async fn resume(
 pub async fn run(
     store: &Store,
     config: &WorkerConfig,
+    observer: Arc<dyn Observer>,
     started: &Started,
     actor: &Actor,
     mut stop: watch::Receiver<bool>,
@@ -336,7 +339,7 @@ pub async fn run(
         reason,
         ..
     } = started;
-    let worker = Worker::new(store.clone(), runner.clone(), config.clone());
+    let worker = Worker::new(store.clone(), runner.clone(), config.clone()).with_observer(observer);
     let mut after = 0;
     let mut ended: Option<(BatchState, Option<String>)> = None;
     // Still ours (a runner that lost the batch writes nothing), and not cancelled before

@@ -3,9 +3,11 @@
 //! the run with its progress on stderr, cancel and resume).
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use claimcheck_core::bulk::{BulkFilter, parse_age};
+use claimcheck_core::observe::Unobserved;
 use claimcheck_core::ops::Actor;
 use claimcheck_core::ops::bulk_redrive::{self, BulkError, BulkPreview, Started, describe_filter};
 use claimcheck_core::worker::WorkerConfig;
@@ -223,7 +225,8 @@ async fn run_in_foreground(
          `claimcheck claims batch {} --cancel`)",
         started.batch_id, started.total, started.batch_id
     ));
-    let run = bulk_redrive::run(store, worker, started, actor, stopped);
+    // A command's attempts are its own process's; the server's metrics never see them.
+    let run = bulk_redrive::run(store, worker, Arc::new(Unobserved), started, actor, stopped);
     tokio::pin!(run);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;

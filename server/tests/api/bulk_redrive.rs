@@ -3,10 +3,12 @@
 //! resumed, the preview's figures, and the command line's confirmation.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use claimcheck_core::auth::Role;
 use claimcheck_core::bulk::{BatchState, BulkFilter};
+use claimcheck_core::observe::Unobserved;
 use claimcheck_core::ops::Actor;
 use claimcheck_core::ops::bulk_redrive::{self, BulkError};
 use claimcheck_core::webhook::Envelope;
@@ -294,6 +296,12 @@ async fn five_hundred_failed_claims_are_redriven_once_each_under_one_batch(app: 
         .unwrap();
     assert!(!html.contains("/dashboard/actions/bulk-redrive"), "{html}");
     assert!(html.contains(&batch_id), "the recent batches list it");
+    // The batch's attempts are in this instance's metrics like any worker's.
+    let metrics = app.get_metrics().await;
+    assert!(
+        metrics.contains(r#"claimcheck_fulfilment_attempts_total{result="processed"} 500"#),
+        "{metrics}"
+    );
 }
 
 async fn two_batches_over_the_same_claims_run_each_claim_once(app: TestApp) {
@@ -308,8 +316,8 @@ async fn two_batches_over_the_same_claims_run_each_claim_once(app: TestApp) {
         .unwrap();
     let config = config();
     let (ra, rb) = tokio::join!(
-        bulk_redrive::run(&app.store, &config, &a, &ana, never()),
-        bulk_redrive::run(&app.store, &config, &b, &ben, never()),
+        bulk_redrive::run(&app.store, &config, Arc::new(Unobserved), &a, &ana, never()),
+        bulk_redrive::run(&app.store, &config, Arc::new(Unobserved), &b, &ben, never()),
     );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.state, BatchState::Finished);
@@ -351,9 +359,17 @@ async fn a_cancel_stops_between_claims_and_leaves_the_rest_untouched(app: TestAp
     let run = {
         let started = started.clone();
         let ana = ana.clone();
-        tokio::spawn(
-            async move { bulk_redrive::run(&store, &config(), &started, &ana, never()).await },
-        )
+        tokio::spawn(async move {
+            bulk_redrive::run(
+                &store,
+                &config(),
+                Arc::new(Unobserved),
+                &started,
+                &ana,
+                never(),
+            )
+            .await
+        })
     };
     loop {
         let batch = app
@@ -469,13 +485,27 @@ async fn an_interrupted_batch_shows_so_and_resumes(app: TestApp) {
     assert_eq!(resumed.reason, "after the outage");
     let twice = bulk_redrive::resume(&app.store, &sam, &started.batch_id, "again").await;
     assert!(matches!(twice, Err(BulkError::StillRunning)), "{twice:?}");
-    let old = bulk_redrive::run(&app.store, &config(), &started, &ana, never())
-        .await
-        .unwrap();
+    let old = bulk_redrive::run(
+        &app.store,
+        &config(),
+        Arc::new(Unobserved),
+        &started,
+        &ana,
+        never(),
+    )
+    .await
+    .unwrap();
     assert_eq!(old.done(), 0, "the old runner writes nothing");
-    let batch = bulk_redrive::run(&app.store, &config(), &resumed, &sam, never())
-        .await
-        .unwrap();
+    let batch = bulk_redrive::run(
+        &app.store,
+        &config(),
+        Arc::new(Unobserved),
+        &resumed,
+        &sam,
+        never(),
+    )
+    .await
+    .unwrap();
     assert_eq!(batch.state, BatchState::Finished);
     assert_eq!(batch.processed, 40);
     assert_eq!(batch.done(), 40);
@@ -498,9 +528,16 @@ async fn an_interrupted_batch_shows_so_and_resumes(app: TestApp) {
         .await
         .unwrap();
     let (stop, stopped) = tokio::sync::watch::channel(true);
-    let batch = bulk_redrive::run(&app.store, &config(), &next, &ana, stopped)
-        .await
-        .unwrap();
+    let batch = bulk_redrive::run(
+        &app.store,
+        &config(),
+        Arc::new(Unobserved),
+        &next,
+        &ana,
+        stopped,
+    )
+    .await
+    .unwrap();
     drop(stop);
     assert_eq!(batch.state, BatchState::Interrupted);
     assert_eq!(batch.done(), 0);
