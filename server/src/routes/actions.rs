@@ -59,8 +59,10 @@ pub(crate) fn require(operator: Option<&SignedIn>, needed: Role) -> Result<&Sign
     }
 }
 
-fn back(page: &str, key: &str, message: &str) -> Response {
-    Redirect::to(&format!("{page}?{key}={}", urlencode(message))).into_response()
+/// Back to `page` (a dashboard path, possibly with a query) with a notice or an error.
+pub(super) fn back(page: &str, key: &str, message: &str) -> Response {
+    let joiner = if page.contains('?') { '&' } else { '?' };
+    Redirect::to(&format!("{page}{joiner}{key}={}", urlencode(message))).into_response()
 }
 
 #[derive(Deserialize)]
@@ -301,7 +303,7 @@ fn refusal(error: &OpsError) -> String {
 }
 
 /// `no operator ana` → `No operator ana.`
-fn sentence(error: &OpsError) -> String {
+pub(super) fn sentence(error: &dyn std::fmt::Display) -> String {
     let text = error.to_string();
     let mut chars = text.chars();
     match chars.next() {

@@ -4,7 +4,7 @@
 //! instance's background and its page follows it from the database.
 
 use axum::extract::{Extension, State};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Form, Router};
 use claimcheck_core::auth::{Role, SignedIn};
@@ -15,8 +15,7 @@ use claimcheck_core::{BatchId, ClaimState};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::require;
-use super::auth::urlencode;
+use super::actions::{back, require, sentence};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -26,12 +25,6 @@ pub(super) fn router() -> Router<AppState> {
 }
 
 const PAGE: &str = "/claims/redrive";
-
-/// Back to `page` (a dashboard path, possibly with a query) with a notice or an error.
-fn back(page: &str, key: &str, message: &str) -> Response {
-    let joiner = if page.contains('?') { '&' } else { '?' };
-    Redirect::to(&format!("{page}{joiner}{key}={}", urlencode(message))).into_response()
-}
 
 /// An engine refusal as a sentence; storage failures are logged here and shown without
 /// their internals.
@@ -43,12 +36,7 @@ fn refusal(error: &BulkError) -> String {
         );
         return "The database is unavailable. Try again in a moment.".into();
     }
-    let text = error.to_string();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
-        None => text,
-    }
+    sentence(error)
 }
 
 /// The filter exactly as the preview resolved it (times in unix ms), the reason and the
