@@ -136,12 +136,12 @@ pub struct Delivery {
     pub body: Vec<u8>,
 }
 
-fn event(id: &str, kind: &str, object: Value) -> Vec<u8> {
+fn event(id: &str, kind: &str, created: i64, object: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "id": id,
         "object": "event",
         "type": kind,
-        "created": now_ms() / 1000,
+        "created": created,
         "livemode": false,
         "api_version": "2025-03-31.basil",
         "data": { "object": object },
@@ -158,9 +158,11 @@ pub struct SimOrder {
     pub events: Vec<Vec<u8>>,
 }
 
-/// The day's orders, with their events in the order Stripe means them.
-pub fn plan_day(run: &str, orders: usize, seed: u64) -> Vec<SimOrder> {
+/// The day's orders, with their events in the order Stripe means them. Every event is stamped
+/// `created` (unix seconds), so the same arguments give the same bytes.
+pub fn plan_day(run: &str, orders: usize, seed: u64, created: i64) -> Vec<SimOrder> {
     let mut dice = Dice(seed | 1);
+    let event = |id: &str, kind: &str, object: Value| event(id, kind, created, object);
     (0..orders)
         .map(|i| {
             let journey = match dice.next() % 20 {
@@ -412,7 +414,7 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
     let seed = run.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
-    let mut orders = plan_day(&run, args.orders, seed);
+    let mut orders = plan_day(&run, args.orders, seed, now_ms() / 1000);
     let plan = match &args.stripe_sim {
         Some(_) => Vec::new(),
         None => deliveries(&orders, args.duplicates, args.twins, args.reorder, seed),
@@ -762,8 +764,8 @@ mod tests {
 
     #[test]
     fn a_day_is_deterministic_and_has_every_journey() {
-        let a = plan_day("t", 400, 7);
-        let b = plan_day("t", 400, 7);
+        let a = plan_day("t", 400, 7, 1_780_000_000);
+        let b = plan_day("t", 400, 7, 1_780_000_000);
         assert_eq!(a.len(), 400);
         assert!(a.iter().zip(&b).all(|(x, y)| x.events == y.events));
         for journey in Journey::ALL {
