@@ -9,9 +9,6 @@ use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
 
 use crate::claim::{ClaimCounts, ClaimState};
 use crate::database_url::{Backend, DatabaseUrl};
@@ -40,6 +37,7 @@ mod money;
 mod operators;
 mod outgoing;
 mod reconcile;
+mod sqlite;
 mod tokens;
 mod views;
 
@@ -57,29 +55,17 @@ pub use views::{ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryV
 
 #[derive(Clone)]
 enum Pool {
-    Sqlite(SqlitePool),
+    Sqlite(sqlite::SqliteDb),
     Postgres(PgPool),
 }
 
-/// Opens a transaction that will write. SQLite takes the write lock up front (`BEGIN
-/// IMMEDIATE`), so a transaction never has to upgrade a read lock and fail with SQLITE_BUSY.
+/// Opens a transaction that will write (on SQLite, on its one writer connection).
 trait BeginWrite {
     type Db: sqlx::Database;
 
     fn begin_write(
         &self,
     ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error>> + Send;
-}
-
-impl BeginWrite for SqlitePool {
-    type Db = sqlx::Sqlite;
-
-    fn begin_write(
-        &self,
-    ) -> impl Future<Output = Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error>> + Send
-    {
-        self.begin_with("BEGIN IMMEDIATE")
-    }
 }
 
 impl BeginWrite for PgPool {
@@ -198,10 +184,11 @@ impl Store {
     /// Opens a pool for `url` without touching the schema.
     ///
     /// SQLite runs in WAL mode with `synchronous=FULL` (a committed claim survives a power
-    /// cut), a busy timeout and foreign keys on; its file and folder are created if missing.
+    /// cut), a busy timeout and foreign keys on, reads on a pool and writes on one connection
+    /// ([`sqlite`]); its file and folder are created if missing.
     pub async fn connect(url: &DatabaseUrl, options: &StoreOptions) -> Result<Store, StoreError> {
         let pool = match url.backend() {
-            Backend::Sqlite => Pool::Sqlite(connect_sqlite(url, options).await?),
+            Backend::Sqlite => Pool::Sqlite(sqlite::SqliteDb::connect(url, options).await?),
             Backend::Postgres => {
                 let pool = PgPoolOptions::new()
                     .max_connections(options.max_connections)
@@ -233,7 +220,10 @@ impl Store {
     /// instances at once: sqlx takes an advisory lock on PostgreSQL.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let migrator = self.migrator();
-        on_pool!(self, pool => migrator.run(pool).await)?;
+        match &self.pool {
+            Pool::Sqlite(db) => migrator.run(db.writer()).await,
+            Pool::Postgres(pool) => migrator.run(pool).await,
+        }?;
         Ok(())
     }
 
@@ -287,10 +277,10 @@ impl Store {
     /// INTO`: one read transaction, so the copy is the database at one moment).
     pub async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
         match &self.pool {
-            Pool::Sqlite(pool) => {
+            Pool::Sqlite(db) => {
                 sqlx::query("VACUUM INTO $1")
                     .bind(path)
-                    .execute(pool)
+                    .execute(db.readers())
                     .await?;
                 Ok(())
             }
@@ -331,7 +321,10 @@ impl Store {
 
     /// Waits for in-flight queries and closes every connection.
     pub async fn close(&self) {
-        on_pool!(self, pool => pool.close().await)
+        match &self.pool {
+            Pool::Sqlite(db) => db.close().await,
+            Pool::Postgres(pool) => pool.close().await,
+        }
     }
 }
 
@@ -358,40 +351,4 @@ impl Claims<'_> {
         }
         Ok(counts)
     }
-}
-
-async fn connect_sqlite(
-    url: &DatabaseUrl,
-    options: &StoreOptions,
-) -> Result<SqlitePool, StoreError> {
-    let connect = SqliteConnectOptions::from_str(url.expose())
-        .map_err(StoreError::Connect)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(options.sqlite_busy_timeout)
-        .foreign_keys(true);
-    let in_memory = url.expose().contains(":memory:") || url.expose().contains("mode=memory");
-    let folder = connect
-        .get_filename()
-        .parent()
-        .filter(|d| !in_memory && !d.as_os_str().is_empty());
-    if let Some(dir) = folder {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-            path: dir.display().to_string(),
-            source,
-        })?;
-    }
-    // An in-memory database lives and dies with its one connection.
-    let max_connections = if in_memory {
-        1
-    } else {
-        options.max_connections
-    };
-    SqlitePoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(options.acquire_timeout)
-        .connect_with(connect)
-        .await
-        .map_err(StoreError::Connect)
 }
