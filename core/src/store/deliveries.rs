@@ -1,6 +1,6 @@
 //! Writing deliveries and claims: the one transaction the webhook answers after.
 
-use super::{BeginWrite, Claims, Pool, Write};
+use super::{BeginWrite, Claims, Write};
 use crate::error::StoreError;
 use crate::ids::{EventId, ObjectId};
 use crate::webhook::{ActionKey, DeliveryOutcome, Envelope};
@@ -257,42 +257,26 @@ async fn apply_write<T: IngestTx + Send>(
     tx: &mut T,
     op: &WriteOp,
 ) -> Result<WriteResult, StoreError> {
-    let (envelope, object_id, action_key, payload, received_at, source) = match op {
-        WriteOp::Claim {
-            envelope,
-            object_id,
-            action_key,
-            payload,
-            received_at,
-            source,
-        } => (
-            envelope,
-            object_id,
-            action_key,
-            payload,
-            *received_at,
-            *source,
-        ),
-        WriteOp::Record {
+    let Some(claim) = claim_row(op) else {
+        if let WriteOp::Record {
             envelope,
             outcome,
             detail,
             received_at,
-        } => {
+        } = op
+        {
             let row =
                 DeliveryRow::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
             log_delivery(tx, &row, true).await?;
-            return Ok(WriteResult::Recorded);
         }
+        return Ok(WriteResult::Recorded);
     };
-    let claim = ClaimRow {
+    let ClaimRow {
         envelope,
-        object_id: object_id.as_str(),
-        action_step: action_key.step(),
-        payload,
         received_at,
         source,
-    };
+        ..
+    } = claim;
     let inserted = tx.insert_claim(claim).await?;
     let repeats = if inserted == 1 {
         None
@@ -334,7 +318,7 @@ async fn apply_write<T: IngestTx + Send>(
 
 /// PostgreSQL: claims of a whole batch in one statement; the ids it returns are the new
 /// claims (the first of several deliveries of one event in a batch wins).
-const BULK_INSERT_CLAIMS: &str = "\
+const BULK_INSERT_CLAIMS_POSTGRES: &str = "\
     INSERT INTO processed_stripe_events \
         (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
          stripe_created, livemode, received_at, payload, source) \
@@ -344,11 +328,117 @@ const BULK_INSERT_CLAIMS: &str = "\
     ON CONFLICT DO NOTHING \
     RETURNING event_id";
 
-const BULK_INSERT_CLAIMED_DELIVERIES: &str = "\
+const BULK_INSERT_CLAIMED_DELIVERIES_POSTGRES: &str = "\
     INSERT INTO webhook_deliveries \
         (event_id, event_type, object_id, outcome, received_at, source) \
     SELECT e, t, o, 'claimed', r, s \
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[]) AS u(e, t, o, r, s)";
+
+/// The set-based statements of a batch, one per backend: PostgreSQL binds one array per
+/// column (`UNNEST`), SQLite one multi-row `VALUES` list.
+trait BulkIngestTx {
+    /// Inserts the claims that take neither an event id nor an action already taken; returns
+    /// the event ids inserted.
+    fn insert_claims<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, Vec<String>>;
+    /// Logs a `claimed` delivery for each new claim.
+    fn log_claimed<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, ()>;
+}
+
+impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Postgres> {
+    fn insert_claims<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, Vec<String>> {
+        Box::pin(async move {
+            let column = |f: fn(&ClaimRow<'a>) -> &'a str| claims.iter().map(f).collect::<Vec<_>>();
+            Ok(sqlx::query_scalar(BULK_INSERT_CLAIMS_POSTGRES)
+                .bind(column(|c| c.envelope.id.as_str()))
+                .bind(column(|c| c.envelope.event_type.as_str()))
+                .bind(column(|c| c.object_id))
+                .bind(claims.iter().map(|c| c.received_at).collect::<Vec<_>>())
+                .bind(
+                    claims
+                        .iter()
+                        .map(|c| c.envelope.created)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    claims
+                        .iter()
+                        .map(|c| c.envelope.livemode)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(column(|c| c.payload))
+                .bind(column(|c| c.action_step))
+                .bind(column(|c| c.source.as_str()))
+                .fetch_all(&mut **self)
+                .await?)
+        })
+    }
+
+    fn log_claimed<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, ()> {
+        Box::pin(async move {
+            let column = |f: fn(&ClaimRow<'a>) -> &'a str| claims.iter().map(f).collect::<Vec<_>>();
+            sqlx::query(BULK_INSERT_CLAIMED_DELIVERIES_POSTGRES)
+                .bind(column(|c| c.envelope.id.as_str()))
+                .bind(column(|c| c.envelope.event_type.as_str()))
+                .bind(column(|c| c.object_id))
+                .bind(claims.iter().map(|c| c.received_at).collect::<Vec<_>>())
+                .bind(column(|c| c.source.as_str()))
+                .execute(&mut **self)
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Sqlite> {
+    fn insert_claims<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, Vec<String>> {
+        Box::pin(async move {
+            let mut insert = sqlx::QueryBuilder::new(
+                "INSERT INTO processed_stripe_events \
+                 (event_id, event_type, object_id, action_key, status, attempts, \
+                  next_attempt_at, stripe_created, livemode, received_at, payload, source) ",
+            );
+            insert.push_values(claims, |mut row, c| {
+                row.push_bind(c.envelope.id.as_str())
+                    .push_bind(c.envelope.event_type.as_str())
+                    .push_bind(c.object_id)
+                    .push_bind(c.action_step)
+                    .push_bind("processing")
+                    .push_bind(0_i64)
+                    .push_bind(c.received_at)
+                    .push_bind(c.envelope.created)
+                    .push_bind(c.envelope.livemode)
+                    .push_bind(c.received_at)
+                    .push_bind(c.payload)
+                    .push_bind(c.source.as_str());
+            });
+            insert.push(" ON CONFLICT DO NOTHING RETURNING event_id");
+            Ok(insert.build_query_scalar().fetch_all(&mut **self).await?)
+        })
+    }
+
+    fn log_claimed<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, ()> {
+        Box::pin(async move {
+            let mut insert = sqlx::QueryBuilder::new(
+                "INSERT INTO webhook_deliveries \
+                 (event_id, event_type, object_id, outcome, received_at, source) ",
+            );
+            insert.push_values(claims, |mut row, c| {
+                row.push_bind(c.envelope.id.as_str())
+                    .push_bind(c.envelope.event_type.as_str())
+                    .push_bind(c.object_id)
+                    .push_bind(DeliveryOutcome::Claimed.as_str())
+                    .push_bind(c.received_at)
+                    .push_bind(c.source.as_str());
+            });
+            insert.build().execute(&mut **self).await?;
+            Ok(())
+        })
+    }
+}
+
+/// Claims a batch writes set-based at most: a multi-row statement binds 12 values a claim and
+/// SQLite allows 32,766 in one statement.
+const BULK_MAX_CLAIMS: usize = 1024;
 
 impl Claims<'_> {
     /// Applies `ops` in order in one transaction: all of them become durable, or none.
@@ -357,117 +447,81 @@ impl Claims<'_> {
             .iter()
             .filter(|op| matches!(op, WriteOp::Claim { .. }))
             .count();
-        if let Pool::Postgres(pool) = &self.pool
-            && claims > 1
-        {
-            return bulk_apply_postgres(pool, ops).await;
-        }
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let mut results = Vec::with_capacity(ops.len());
-            for op in ops {
-                results.push(apply_write(&mut tx, op).await?);
-            }
+            let results = if claims > 1 && claims <= BULK_MAX_CLAIMS {
+                bulk_apply(&mut tx, ops).await?
+            } else {
+                let mut results = Vec::with_capacity(ops.len());
+                for op in ops {
+                    results.push(apply_write(&mut tx, op).await?);
+                }
+                results
+            };
             tx.commit().await?;
             Ok(results)
         })
     }
 }
 
-/// PostgreSQL's path for a batch with several claims: one statement inserts every new claim
-/// and one logs their deliveries; whatever conflicted (duplicates, twins) and every other
-/// write then goes through the one-by-one path, which finds the conflict and says which.
-/// Statements, not rows, are what cost on PostgreSQL.
-async fn bulk_apply_postgres(
-    pool: &sqlx::PgPool,
+/// A batch with several claims: one statement inserts every new claim and one logs their
+/// deliveries; whatever conflicted (duplicates, twins) and every other write then goes
+/// through the one-by-one path, which finds the conflict and says which. Statements, not
+/// rows, are what cost: a round trip to PostgreSQL, a hand-over to SQLite's connection
+/// thread.
+async fn bulk_apply<T: IngestTx + BulkIngestTx + Send>(
+    tx: &mut T,
     ops: &[&WriteOp],
 ) -> Result<Vec<WriteResult>, StoreError> {
-    let mut tx = pool.begin_write().await?;
-    let mut columns = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
-    for op in ops {
-        if let WriteOp::Claim {
-            envelope,
-            object_id,
-            action_key,
-            payload,
-            received_at,
-            source,
-        } = op
-        {
-            columns.7.push(action_key.step());
-            columns.8.push(source.as_str());
-            columns.0.push(envelope.id.as_str());
-            columns.1.push(envelope.event_type.as_str());
-            columns.2.push(object_id.as_str());
-            columns.3.push(*received_at);
-            columns.4.push(envelope.created);
-            columns.5.push(envelope.livemode);
-            columns.6.push(payload.as_str());
-        }
-    }
-    let inserted: Vec<String> = sqlx::query_scalar(BULK_INSERT_CLAIMS)
-        .bind(&columns.0)
-        .bind(&columns.1)
-        .bind(&columns.2)
-        .bind(&columns.3)
-        .bind(&columns.4)
-        .bind(&columns.5)
-        .bind(&columns.6)
-        .bind(&columns.7)
-        .bind(&columns.8)
-        .fetch_all(&mut *tx)
-        .await?;
+    let rows: Vec<ClaimRow<'_>> = ops.iter().filter_map(|op| claim_row(op)).collect();
+    let inserted = tx.insert_claims(&rows).await?;
     let mut new_claims: std::collections::HashSet<&str> =
         inserted.iter().map(String::as_str).collect();
 
     // Which op made each new claim: the first one carrying its event id.
     let mut claimed = vec![false; ops.len()];
-    let mut logged = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut logged = Vec::with_capacity(inserted.len());
     for (i, op) in ops.iter().enumerate() {
-        if let WriteOp::Claim {
-            envelope,
-            object_id,
-            received_at,
-            source,
-            ..
-        } = op
-            && new_claims.remove(envelope.id.as_str())
+        if let Some(row) = claim_row(op)
+            && new_claims.remove(row.envelope.id.as_str())
         {
             claimed[i] = true;
-            logged.0.push(envelope.id.as_str());
-            logged.1.push(envelope.event_type.as_str());
-            logged.2.push(object_id.as_str());
-            logged.3.push(*received_at);
-            logged.4.push(source.as_str());
+            logged.push(row);
         }
     }
-    sqlx::query(BULK_INSERT_CLAIMED_DELIVERIES)
-        .bind(&logged.0)
-        .bind(&logged.1)
-        .bind(&logged.2)
-        .bind(&logged.3)
-        .bind(&logged.4)
-        .execute(&mut *tx)
-        .await?;
+    if !logged.is_empty() {
+        tx.log_claimed(&logged).await?;
+    }
 
     let mut results = Vec::with_capacity(ops.len());
     for (op, claimed) in ops.iter().zip(claimed) {
         if claimed {
             results.push(WriteResult::Claim(ClaimOutcome::Claimed));
         } else {
-            results.push(apply_write(&mut tx, op).await?);
+            results.push(apply_write(tx, op).await?);
         }
     }
-    tx.commit().await?;
     Ok(results)
+}
+
+/// The claim a write makes, if it makes one.
+fn claim_row<'a>(op: &'a WriteOp) -> Option<ClaimRow<'a>> {
+    match op {
+        WriteOp::Claim {
+            envelope,
+            object_id,
+            action_key,
+            payload,
+            received_at,
+            source,
+        } => Some(ClaimRow {
+            envelope,
+            object_id: object_id.as_str(),
+            action_step: action_key.step(),
+            payload,
+            received_at: *received_at,
+            source: *source,
+        }),
+        WriteOp::Record { .. } => None,
+    }
 }
