@@ -24,6 +24,9 @@ use crate::ids::EventId;
 use crate::observe::{Observer, Unobserved};
 use crate::store::{Fulfilled, LeasedClaim, Store};
 
+/// Fulfilment workers `serve` runs unless told otherwise.
+pub const DEFAULT_WORKERS: usize = 2;
+
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// How long a leased claim belongs to its worker (the fulfilment budget).
@@ -38,6 +41,10 @@ pub struct WorkerConfig {
     pub batch_size: i64,
     /// How often an idle worker looks for work it was not woken for.
     pub poll_interval: Duration,
+    /// After a batch that was not full, how long a busy worker lets claims gather before it
+    /// leases again. Under load this turns many small batches (a lease and a commit each)
+    /// into few large ones; an idle worker woken by a claim still takes it at once.
+    pub gather: Duration,
     pub packages: Packages,
 }
 
@@ -48,8 +55,9 @@ impl Default for WorkerConfig {
             max_attempts: 8,
             base_backoff: Duration::from_secs(2),
             auto_rescue: true,
-            batch_size: 32,
+            batch_size: 128,
             poll_interval: Duration::from_secs(1),
+            gather: Duration::from_millis(10),
             packages: Packages::default(),
         }
     }
@@ -423,13 +431,22 @@ impl Worker {
         Ok(failed)
     }
 
-    /// Works until `stop` turns true: drains due claims, sweeps stale ones when idle, then
-    /// sleeps until woken or the poll interval passes. A storage error pauses for the poll
+    /// Works until `stop` turns true: drains due claims (full batches back to back, a short
+    /// gather after a partial one), sweeps stale ones when idle, then sleeps until woken or
+    /// the poll interval passes. A storage error pauses for the poll
     /// interval.
     pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
         while !*stop.borrow() {
             match self.run_once().await {
-                Ok(attempts) if !attempts.is_empty() => continue,
+                // A full batch: more is waiting.
+                Ok(attempts) if attempts.len() as i64 >= self.config.batch_size => continue,
+                Ok(attempts) if !attempts.is_empty() => {
+                    tokio::select! {
+                        () = tokio::time::sleep(self.config.gather) => {}
+                        _ = stop.changed() => {}
+                    }
+                    continue;
+                }
                 Ok(_) => {
                     // Off the busy path: a write that usually finds nothing to do.
                     if let Err(error) = self.sweep().await {
