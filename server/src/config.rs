@@ -162,7 +162,7 @@ impl Default for ServeConfig {
             site_root: PathBuf::from("target/site"),
             webhook: WebhookConfig::default(),
             worker: WorkerConfig::default(),
-            workers: 2,
+            workers: claimcheck_core::worker::DEFAULT_WORKERS,
             stripe: None,
             checkout_urls: None,
             dashboard: DashboardConfig::default(),

@@ -53,10 +53,11 @@ pub struct BenchArgs {
     /// Send at this many deliveries per second (open loop) instead of as fast as possible.
     #[arg(long)]
     pub rate: Option<u32>,
-    /// Fulfilment workers in the in-process server. With workers, the run also waits until
-    /// every claim is processed and reports end-to-end throughput and the time from
-    /// receipt to credits granted.
-    #[arg(long, default_value_t = 0)]
+    /// Fulfilment workers in the in-process server, as many as `serve` runs by default; 0
+    /// measures ingestion alone. With workers, the run also waits until every claim is
+    /// processed and reports end-to-end throughput, the time from receipt to credits granted
+    /// and how long after the last delivery the last claim was done.
+    #[arg(long, default_value_t = claimcheck_core::worker::DEFAULT_WORKERS)]
     pub workers: usize,
 }
 
@@ -94,20 +95,22 @@ pub async fn run(args: BenchArgs, host: &dyn Host) -> Result<(), SimError> {
         events: args.events.max(1),
     });
 
-    let started = Instant::now();
+    report_configuration(&args, &backend);
+    let started = now_ms();
+    let clock = Instant::now();
     let samples = match args.rate {
         None => closed_loop(&shared, args.concurrency.max(1), args.requests).await,
         Some(rate) => open_loop(&shared, rate.max(1), args.requests).await,
     };
-    let elapsed = started.elapsed();
-    report(&args, &backend, &samples, elapsed);
+    let answered = now_ms();
+    report(&args, &backend, &samples, clock.elapsed());
     if let Some(server) = local {
         if args.workers > 0 {
             let claims = match args.workload {
                 Workload::Unique => args.requests,
                 Workload::Storm => args.events.max(1).min(args.requests),
             };
-            report_fulfilment(&server, claims, run_id, started).await?;
+            report_fulfilment(&server, claims, run_id, (started, answered)).await?;
         }
         server.stop().await?;
     }
@@ -270,13 +273,40 @@ fn report(args: &BenchArgs, backend: &str, samples: &[Sample], elapsed: Duration
     }
 }
 
+/// What the run measures, printed before it starts: the server's configuration matters as
+/// much as the load.
+fn report_configuration(args: &BenchArgs, backend: &str) {
+    let server = match (&args.target, args.workers) {
+        (Some(url), _) => format!("the running server at {url}"),
+        (None, 0) => format!("claimcheck serve on {backend}, ingestion only (--workers 0)"),
+        (None, n) if n == claimcheck_core::worker::DEFAULT_WORKERS => {
+            format!("claimcheck serve on {backend}, default configuration ({n} workers)")
+        }
+        (None, n) => format!("claimcheck serve on {backend}, {n} workers"),
+    };
+    let load = match args.rate {
+        Some(rate) => format!("{rate}/s open loop"),
+        None => format!("{} in flight", args.concurrency),
+    };
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "configuration: {server}; {} deliveries, {load}, release build: {}",
+            args.requests,
+            !cfg!(debug_assertions)
+        );
+    }
+}
+
 /// Waits until the in-process server has processed every claim of the run, then prints
-/// end-to-end throughput and receipt-to-processed percentiles.
+/// end-to-end throughput, receipt-to-processed percentiles and how long after the last
+/// delivery was answered the last claim was processed. `(started, answered)`: when the
+/// first delivery went out and the last answer came back (unix ms).
 async fn report_fulfilment(
     server: &LocalServer,
     claims: usize,
     since: i64,
-    started: Instant,
+    (started, answered): (i64, i64),
 ) -> Result<(), SimError> {
     let store_error = |source| SimError::Store {
         url: "bench database".to_owned(),
@@ -301,20 +331,26 @@ async fn report_fulfilment(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let done = started.elapsed();
+    let last = times.iter().map(|(_, at)| *at).max().unwrap_or(answered);
+    let done = Duration::from_millis(u64::try_from(last - started).unwrap_or(0).max(1));
     let pick = |q: f64| {
         let index = ((times.len() as f64 - 1.0) * q).round() as usize;
-        times.get(index).copied().unwrap_or_default()
+        times
+            .get(index)
+            .map(|(waited, _)| *waited)
+            .unwrap_or_default()
     };
     let summary = format!(
-        "fulfilment: {} claims processed {:.2} s after the first delivery = {:.0}/s; \
-         receipt to credits p50 {} ms, p99 {} ms, max {} ms",
+        "fulfilment: {} claims processed {:.2} s after the first delivery = {:.0}/s, the last \
+         {} ms after the last delivery was answered; receipt to credits p50 {} ms, p99 {} ms, \
+         max {} ms",
         times.len(),
         done.as_secs_f64(),
         times.len() as f64 / done.as_secs_f64(),
+        (last - answered).max(0),
         pick(0.50),
         pick(0.99),
-        times.last().copied().unwrap_or_default(),
+        times.last().map(|(waited, _)| *waited).unwrap_or_default(),
     );
     #[allow(clippy::print_stdout)]
     {

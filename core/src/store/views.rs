@@ -191,11 +191,12 @@ impl Claims<'_> {
 
     /// Milliseconds from receipt to `processed` for every claim received at or after
     /// `since`, ascending: how long a paid order waited for its credits.
-    pub async fn processing_times(self, since: i64) -> Result<Vec<i64>, StoreError> {
-        const SQL: &str = "SELECT processed_at - received_at FROM processed_stripe_events \
+    pub async fn processing_times(self, since: i64) -> Result<Vec<(i64, i64)>, StoreError> {
+        const SQL: &str = "SELECT processed_at - received_at, processed_at \
+                           FROM processed_stripe_events \
                            WHERE received_at >= $1 AND processed_at IS NOT NULL ORDER BY 1";
         let times = on_pool!(self, pool => {
-            sqlx::query_scalar(SQL).bind(since).fetch_all(pool).await
+            sqlx::query_as(SQL).bind(since).fetch_all(pool).await
         })?;
         Ok(times)
     }

@@ -322,7 +322,7 @@ pub struct WorkerArgs {
         long,
         env = "CLAIMCHECK_WORKERS",
         value_name = "CLAIMCHECK_WORKERS",
-        default_value_t = 2
+        default_value_t = claimcheck_core::worker::DEFAULT_WORKERS
     )]
     pub workers: usize,
     /// How long a worker holds a claim's lease (its fulfilment budget), in seconds.

@@ -265,12 +265,17 @@ impl Drop for KillOnDrop {
 fn bench_ingest_reports_throughput_latency_and_outcomes() {
     let output = claimcheck()
         .args(["bench-ingest", "--requests", "40", "--concurrency", "4"])
-        .args(["--workload", "storm", "--events", "5", "--workers", "1"])
+        .args(["--workload", "storm", "--events", "5"])
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    // Without --workers it runs what `serve` runs, and says so before the figures.
+    assert!(
+        stdout.starts_with("configuration: claimcheck serve on sqlite, default configuration (2 workers); 40 deliveries, 4 in flight"),
+        "{stdout}"
+    );
     assert!(stdout.contains("40 deliveries in"), "{stdout}");
     assert!(stdout.contains("p99"), "{stdout}");
     assert!(
@@ -278,9 +283,23 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
         "{stdout}"
     );
     assert!(
+        stdout.contains("ms after the last delivery was answered"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("200 claimed=5, 200 duplicate_event=35"),
         "{stdout}"
     );
+
+    let output = claimcheck()
+        .args(["bench-ingest", "--requests", "10", "--workers", "0"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("ingestion only (--workers 0)"), "{stdout}");
+    assert!(!stdout.contains("fulfilment:"), "{stdout}");
 }
 
 #[test]
