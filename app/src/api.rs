@@ -1111,6 +1111,42 @@ pub struct BatchSummary {
     pub started_at: String,
 }
 
+/// How far a batch has come: what its page follows while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchProgress {
+    pub state: claimcheck_core::bulk::BatchState,
+    pub total: i64,
+    pub done: i64,
+    pub processed: i64,
+    pub failed: i64,
+    pub skipped: i64,
+}
+
+/// One bulk re-drive's progress alone, for its page to follow; `None` if there is no such
+/// batch.
+#[server(prefix = "/dashboard/fn", endpoint = "bulk_batch_progress")]
+pub async fn bulk_batch_progress(batch_id: String) -> Result<Option<BatchProgress>, ServerFnError> {
+    use claimcheck_core::{BatchId, now_ms};
+
+    let (store, _) = server::require(Role::Viewer).await?;
+    let Ok(id) = BatchId::parse(batch_id.trim()) else {
+        return Ok(None);
+    };
+    let batch = store
+        .bulk_redrives()
+        .get(&id, now_ms())
+        .await
+        .map_err(server::unavailable)?;
+    Ok(batch.map(|b| BatchProgress {
+        state: b.state,
+        total: b.total,
+        done: b.done(),
+        processed: b.processed,
+        failed: b.failed,
+        skipped: b.skipped,
+    }))
+}
+
 /// The latest bulk re-drives, newest first.
 #[server(prefix = "/dashboard/fn", endpoint = "bulk_batches")]
 pub async fn bulk_batches() -> Result<Vec<BatchSummary>, ServerFnError> {

@@ -1,5 +1,10 @@
 //! Claimcheck's dashboard: the HTML shell, the router and the pages. Server functions live
 //! next to the page that calls them; each one runs on the server and calls the engine.
+//!
+//! Pages are rendered on the server only, and every form posts to the server, so the
+//! dashboard works without WASM. The few controls that need the browser are islands
+//! (`#[island]`: the header search's shortcut, a running batch's live progress, the
+//! hydration marker); only they are compiled into the browser bundle and hydrated.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -7,7 +12,7 @@ mod components;
 mod pages;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::hooks::use_location;
 use leptos_router::path;
@@ -19,18 +24,22 @@ use crate::pages::{
     ReconcilePage, RedrivePage, RefundPage, SearchPage, TwoFactorLoginPage, TwoFactorPage,
 };
 
-/// The document around the app, rendered on the server only.
+/// The document around the app, rendered on the server only. The bundle's files are named
+/// after `options.output_name` (`claimcheck`, or `claimcheck.<content hash>` when the
+/// server serves the site it carries).
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
+    let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
     view! {
         <!DOCTYPE html>
         <html lang="en">
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <link rel="stylesheet" href=stylesheet/>
                 <AutoReload options=options.clone()/>
-                <HydrationScripts options/>
+                <HydrationScripts options islands=true/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 <MetaTags/>
             </head>
@@ -66,18 +75,11 @@ fn content_security_policy() {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // Flips once the browser has hydrated the page: end-to-end tests wait for it, and
-    // controls that need WASM stay disabled until then.
-    let (hydrated, set_hydrated) = signal(false);
-    Effect::new(move |_| set_hydrated.set(true));
-    provide_context(Hydrated(hydrated));
-
     view! {
-        <Stylesheet id="leptos" href="/pkg/claimcheck.css"/>
         <Title formatter=|page: String| format!("{page} · Claimcheck")/>
         <Router>
             <TopBar/>
-            <main id="main" data-hydrated=move || hydrated.get().to_string()>
+            <main id="main" data-hydrated="false">
                 <Routes fallback=NotFound>
                     <Route path=path!("") view=OverviewPage/>
                     <Route path=path!("/login") view=LoginPage/>
@@ -99,17 +101,33 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/search") view=SearchPage/>
                 </Routes>
             </main>
+            // Last in the page: islands hydrate in document order, so when this one has,
+            // every island before it has too.
+            <HydrationMarker/>
         </Router>
     }
+}
+
+/// Marks `<main>` with `data-hydrated="true"` once the browser has hydrated the page's
+/// islands: end-to-end tests wait for it before they test what needs WASM.
+#[island]
+fn HydrationMarker() -> impl IntoView {
+    Effect::new(move |_| {
+        if let Some(main) = document().get_element_by_id("main") {
+            let _ = main.set_attribute("data-hydrated", "true");
+        }
+    });
 }
 
 /// The navigation and, once signed in, who is signed in and the sign-out button.
 #[component]
 fn TopBar() -> impl IntoView {
-    let on_login = use_location()
-        .pathname
-        .get_untracked()
-        .starts_with("/login");
+    let location = use_location();
+    let on_login = location.pathname.get_untracked().starts_with("/login");
+    // The search page shows its term in the box again.
+    let search_term = (location.pathname.get_untracked() == "/search")
+        .then(|| location.query.get_untracked().get("q"))
+        .flatten();
     view! {
         <header class="topbar">
             <A href="/" attr:class="brand">"Claimcheck"</A>
@@ -132,7 +150,7 @@ fn TopBar() -> impl IntoView {
                             }}
                         </Transition>
                     </nav>
-                    <HeaderSearch/>
+                    <HeaderSearch term=search_term.clone()/>
                     <div class="who">
                         <Transition fallback=|| ()>
                             {move || {
@@ -165,16 +183,11 @@ fn TopBar() -> impl IntoView {
 }
 
 /// The search box on every page: a plain GET form to `/search/go`, which opens the one
-/// match or lists them. `/` anywhere outside a text field puts the cursor in it.
-#[component]
-fn HeaderSearch() -> impl IntoView {
+/// match or lists them. `/` anywhere outside a text field puts the cursor in it (the island's
+/// part: without WASM the box works, the shortcut does not).
+#[island]
+fn HeaderSearch(term: Option<String>) -> impl IntoView {
     let input = NodeRef::<leptos::html::Input>::new();
-    let term = use_location()
-        .query
-        .get_untracked()
-        .get("q")
-        .unwrap_or_default();
-    let on_search_page = use_location().pathname.get_untracked() == "/search";
     let handle = window_event_listener(leptos::ev::keydown, move |ev| {
         if ev.key() != "/" || ev.ctrl_key() || ev.meta_key() || ev.alt_key() {
             return;
@@ -207,7 +220,7 @@ fn HeaderSearch() -> impl IntoView {
                 node_ref=input
                 type="search"
                 name="q"
-                value=on_search_page.then_some(term)
+                value=term
                 placeholder="Search id or e-mail  (/)"
                 aria-keyshortcuts="/"
                 autocomplete="off"
@@ -216,19 +229,4 @@ fn HeaderSearch() -> impl IntoView {
             <button type="submit" class="button small">"Go"</button>
         </form>
     }
-}
-
-/// Whether the page has been hydrated in the browser.
-#[derive(Clone, Copy)]
-pub struct Hydrated(pub ReadSignal<bool>);
-
-impl Hydrated {
-    pub fn get(self) -> bool {
-        self.0.get()
-    }
-}
-
-/// `Hydrated` from context; `false` outside the app (never happens in practice).
-pub fn use_hydrated() -> Hydrated {
-    use_context::<Hydrated>().unwrap_or_else(|| Hydrated(signal(false).0))
 }

@@ -18,10 +18,9 @@ test("the overview renders, hydrates and refreshes its figures", async ({ page }
   await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
   await expect(page.getByRole("list", { name: "Claims by state" }).getByRole("listitem")).toHaveCount(5);
 
-  // The page was rendered on the server with the control disabled; hydration enables it.
+  // The page is the server's; its islands hydrate, and Refresh reads the figures again.
   await expect(page.locator('main[data-hydrated="true"]')).toBeAttached();
   const refresh = page.getByRole("button", { name: "Refresh" });
-  await expect(refresh).toBeEnabled();
 
   const checkedAt = page.getByTestId("checked-at");
   const before = (await checkedAt.textContent()) ?? "";

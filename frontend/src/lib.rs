@@ -1,7 +1,10 @@
-//! The browser entry point: hydrates the server-rendered dashboard.
+//! The browser entry point: hydrates the islands of the server-rendered dashboard.
 
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
+    // Links the app's islands into the bundle: each registers itself for hydration.
+    #[allow(unused_imports)]
+    use app::*;
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(app::App);
+    leptos::mount::hydrate_islands();
 }

@@ -10,7 +10,8 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_location, use_params_map, use_query_map};
 
 use crate::api::{
-    BatchDetail, BatchSummary, BulkPreviewView, Me, bulk_batch, bulk_batches, bulk_preview, get_me,
+    BatchDetail, BatchProgress, BatchSummary, BulkPreviewView, Me, bulk_batch, bulk_batch_progress,
+    bulk_batches, bulk_preview, get_me,
 };
 use crate::components::{ActionNotices, ErrorNotice, Loaded, StateBadge, error_message};
 
@@ -302,29 +303,14 @@ fn BatchBadge(state: BatchState) -> impl IntoView {
     view! { <span class=class>{state.as_str()}</span> }
 }
 
-/// One batch's progress. Server-rendered with a refresh link; once hydrated it reads the
-/// batch again every second while it runs.
+/// One batch's progress. Server-rendered with a refresh link; while it runs, its progress
+/// follows the batch by itself once hydrated ([`LiveProgress`]).
 #[component]
 pub fn BulkBatchPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
-    let (tick, set_tick) = signal(0u64);
-    let batch = Resource::new(move || (id(), tick.get()), |(id, _)| bulk_batch(id));
+    let batch = Resource::new(id, bulk_batch);
     let me = Resource::new(|| (), |_| get_me());
-    // In the browser only (effects do not run on the server): poll while it runs.
-    Effect::new(move |_| {
-        let running = batch
-            .get()
-            .and_then(Result::ok)
-            .flatten()
-            .is_some_and(|b| b.state == BatchState::Running);
-        if running {
-            set_timeout(
-                move || set_tick.update(|t| *t += 1),
-                std::time::Duration::from_secs(1),
-            );
-        }
-    });
     view! {
         <Title text="Bulk re-drive"/>
         <section class="page narrow">
@@ -373,10 +359,14 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
             batch.done, batch.total, batch.remaining
         ),
     };
-    let progress = format!(
-        "{} / {} done: {} processed, {} failed, {} skipped",
-        batch.done, batch.total, batch.processed, batch.failed, batch.skipped
-    );
+    let progress = BatchProgress {
+        state,
+        total: batch.total,
+        done: batch.done,
+        processed: batch.processed,
+        failed: batch.failed,
+        skipped: batch.skipped,
+    };
     let cancel_form = (can_act && state == BatchState::Running && batch.cancel_requested_by.is_none())
         .then(|| {
             view! {
@@ -427,13 +417,7 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
             <span data-testid="batch-state"><BatchBadge state/></span>
         </div>
         <p role="status">{summary}</p>
-        <progress
-            max=batch.total
-            value=batch.done
-            aria-label="Claims done"
-            data-testid="batch-bar"
-        ></progress>
-        <p data-testid="batch-progress">{progress}</p>
+        <LiveProgress batch_id=batch.batch_id.clone() progress/>
         {(state == BatchState::Running)
             .then(|| view! { <p><a href=href data-testid="batch-refresh">"Refresh"</a></p> })}
         <dl class="facts">
@@ -453,4 +437,63 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
         {items("Failed again", batch.failures)}
         {items("Skipped (someone else held or had done them)", batch.skips)}
     }
+}
+
+/// A batch's bar and counts. While the batch runs, the island reads its progress every
+/// second; when it has ended, the page is loaded again for the final account (and the forms
+/// that go with it).
+#[island]
+fn LiveProgress(batch_id: String, progress: BatchProgress) -> impl IntoView {
+    let (current, set_current) = signal(progress);
+    if progress.state == BatchState::Running {
+        poll_progress(batch_id, set_current);
+    }
+    view! {
+        <progress
+            max=move || current.get().total
+            value=move || current.get().done
+            aria-label="Claims done"
+            data-testid="batch-bar"
+        ></progress>
+        <p data-testid="batch-progress">
+            {move || {
+                let p = current.get();
+                format!(
+                    "{} / {} done: {} processed, {} failed, {} skipped",
+                    p.done, p.total, p.processed, p.failed, p.skipped
+                )
+            }}
+        </p>
+    }
+}
+
+/// Reads `batch_id`'s progress once a second (in the browser; effects do not run on the
+/// server) until the batch is no longer running, then reloads the page.
+fn poll_progress(batch_id: String, set_current: WriteSignal<BatchProgress>) {
+    let (tick, set_tick) = signal(0u32);
+    Effect::new(move |_| {
+        tick.track();
+        let batch_id = batch_id.clone();
+        set_timeout(
+            move || {
+                leptos::task::spawn_local(async move {
+                    match bulk_batch_progress(batch_id).await {
+                        Ok(Some(progress)) if progress.state == BatchState::Running => {
+                            set_current.set(progress);
+                            set_tick.update(|t| *t = t.wrapping_add(1));
+                        }
+                        Ok(Some(progress)) => {
+                            set_current.set(progress);
+                            let _ = window().location().reload();
+                        }
+                        // The server unreachable for a moment: try again.
+                        Err(_) => set_tick.update(|t| *t = t.wrapping_add(1)),
+                        // Gone: the Refresh link stays.
+                        Ok(None) => {}
+                    }
+                });
+            },
+            std::time::Duration::from_secs(1),
+        );
+    });
 }

@@ -6,11 +6,9 @@ use leptos_meta::Title;
 
 use crate::api::{Overview, get_overview};
 use crate::components::{ErrorNotice, error_message};
-use crate::use_hydrated;
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    let hydrated = use_hydrated();
     let overview = Resource::new(|| (), |_| get_overview());
 
     view! {
@@ -18,14 +16,10 @@ pub fn OverviewPage() -> impl IntoView {
         <section class="page">
             <div class="page-head">
                 <h1>"Overview"</h1>
-                <button
-                    type="button"
-                    class="button"
-                    disabled=move || !hydrated.get()
-                    on:click=move |_| overview.refetch()
-                >
-                    "Refresh"
-                </button>
+                // Reads the figures again: the page is the server's, with or without WASM.
+                <form method="get" action="/">
+                    <button type="submit" class="button">"Refresh"</button>
+                </form>
             </div>
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || {
