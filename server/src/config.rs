@@ -24,7 +24,9 @@ pub struct ServeConfig {
     pub database_url: DatabaseUrl,
     /// Port 0 picks a free port (tests).
     pub bind: SocketAddr,
-    pub site_root: PathBuf,
+    /// Where the dashboard's files are read from; `None`: the ones the binary carries, or
+    /// `target/site` if it carries none.
+    pub site_root: Option<PathBuf>,
     pub webhook: WebhookConfig,
     pub worker: WorkerConfig,
     /// Fulfilment workers in this process (0: this instance only ingests).
@@ -159,7 +161,7 @@ impl Default for ServeConfig {
                 .parse()
                 .unwrap_or_else(|_| unreachable!("a valid literal URL")),
             bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
-            site_root: PathBuf::from("target/site"),
+            site_root: None,
             webhook: WebhookConfig::default(),
             worker: WorkerConfig::default(),
             workers: claimcheck_core::worker::DEFAULT_WORKERS,

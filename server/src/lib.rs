@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alerts;
+mod assets;
 mod bulk_runs;
 pub mod cli;
 pub mod client_ip;

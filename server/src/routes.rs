@@ -54,7 +54,8 @@ pub(crate) fn router(
     new_claim: Arc<tokio::sync::Notify>,
     bulk: crate::bulk_runs::BulkRuns,
 ) -> axum::Router {
-    let leptos_options = dashboard::leptos_options(config, local_addr);
+    let site = dashboard::Site::of(config);
+    let leptos_options = dashboard::leptos_options(&site, local_addr);
     let ingestion = config.webhook.verifier.clone().map(|verifier| {
         claimcheck_core::webhook::Ingestion::new(
             store.clone(),
@@ -117,14 +118,27 @@ pub(crate) fn router(
         .merge(bulk_redrive::router())
         .merge(two_factor::router())
         .merge(search::router())
-        .merge(dashboard::router(&state))
+        .merge(dashboard::router(&state, &site))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::guard,
         ))
         .layer(sessions)
         .layer(limits::security_headers())
+        // Pages and server functions' answers compressed as the browser accepts; bodies
+        // already encoded (the site's files) pass as they are.
+        .layer(
+            tower_http::compression::CompressionLayer::new()
+                .br(true)
+                .gzip(true),
+        )
         .layer(limits::bounded(DASHBOARD_CONCURRENCY, DASHBOARD_TIMEOUT));
+    // The files a release binary carries are public and session-less (no session record is
+    // read or touched for them).
+    let site_files = match site {
+        dashboard::Site::Embedded(files) => files.router().layer(limits::security_headers()),
+        dashboard::Site::Folder(_) => axum::Router::new(),
+    };
     let api_routes = api::router()
         .layer(axum::extract::DefaultBodyLimit::max(API_MAX_BODY))
         .layer(limits::bounded(API_CONCURRENCY, API_TIMEOUT));
@@ -135,6 +149,7 @@ pub(crate) fn router(
         .merge(api_routes)
         .merge(health::router())
         .merge(metrics::router())
+        .merge(site_files)
         .merge(operator_routes)
         .layer(axum::middleware::from_fn(limits::header_size))
         .with_state(state);

@@ -37,13 +37,9 @@ pub struct DemoArgs {
     /// Address of the dashboard.
     #[arg(long, env = "CLAIMCHECK_BIND", default_value = "127.0.0.1:3000")]
     pub bind: SocketAddr,
-    /// Folder with the built dashboard assets.
-    #[arg(
-        long = "site-root",
-        env = "LEPTOS_SITE_ROOT",
-        default_value = "target/site"
-    )]
-    pub site_root: PathBuf,
+    /// Folder with the built dashboard assets, instead of the ones the binary carries.
+    #[arg(long = "site-root", env = "LEPTOS_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
     /// Orders in the simulated day.
     #[arg(long, default_value_t = 120)]
     pub orders: usize,
@@ -78,7 +74,7 @@ struct ServeFlags {
     bind: String,
     /// Where customers come back after Checkout: the dashboard the demo prints.
     shop: SocketAddr,
-    site_root: PathBuf,
+    site_root: Option<PathBuf>,
     webhook_secret: String,
     stripe_api_base: String,
     workers: usize,
@@ -100,10 +96,9 @@ impl ServeFlags {
     }
 
     fn args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             format!("--database-url={}", self.database_url.expose()),
             format!("--bind={}", self.bind),
-            format!("--site-root={}", self.site_root.display()),
             format!("--webhook-secret={}", self.webhook_secret),
             format!("--workers={}", self.workers),
             // The crashed worker's claim stays stale for an operator to see and re-drive.
@@ -120,7 +115,11 @@ impl ServeFlags {
             format!("--checkout-cancel-url=http://{}/", self.shop),
             // The day's outage is repaired by a reconcile run the demo makes itself.
             "--reconcile-interval=0".into(),
-        ]
+        ];
+        if let Some(root) = &self.site_root {
+            args.push(format!("--site-root={}", root.display()));
+        }
+        args
     }
 }
 

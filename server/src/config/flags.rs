@@ -60,14 +60,11 @@ pub struct ServeArgs {
         default_value = "127.0.0.1:3000"
     )]
     pub bind: SocketAddr,
-    /// Folder holding the built dashboard assets (pkg/claimcheck.js, .wasm, .css).
-    #[arg(
-        long,
-        env = "LEPTOS_SITE_ROOT",
-        value_name = "LEPTOS_SITE_ROOT",
-        default_value = "target/site"
-    )]
-    pub site_root: PathBuf,
+    /// Folder holding the built dashboard assets (pkg/claimcheck.js, .wasm, .css), served
+    /// instead of the ones a release binary carries (development: `cargo leptos watch`).
+    /// Default: what the binary carries, else `target/site`.
+    #[arg(long, env = "LEPTOS_SITE_ROOT", value_name = "LEPTOS_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
     /// Stripe endpoint signing secrets (whsec_…). Several, comma-separated, while a secret
     /// is rotated: a delivery signed with any of them is accepted.
     #[arg(

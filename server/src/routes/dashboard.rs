@@ -1,6 +1,7 @@
 //! The Leptos dashboard: server-rendered pages, their server functions and static assets.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use std::sync::Arc;
 
@@ -12,21 +13,48 @@ use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
 use super::AppState;
+use crate::assets::EmbeddedSite;
 use crate::config::ServeConfig;
 
 /// The bundle's file names (`pkg/claimcheck.js`, `.wasm`, `.css`) as cargo-leptos writes them.
 const OUTPUT_NAME: &str = "claimcheck";
 
-pub(super) fn leptos_options(config: &ServeConfig, local_addr: SocketAddr) -> LeptosOptions {
+/// Where the dashboard's files come from.
+#[derive(Debug, Clone)]
+pub(super) enum Site {
+    /// The binary's own, under content-hashed names.
+    Embedded(&'static EmbeddedSite),
+    /// A folder cargo-leptos wrote (development, tests).
+    Folder(PathBuf),
+}
+
+impl Site {
+    /// The folder if one is named, else what the binary carries, else `target/site`.
+    pub(super) fn of(config: &ServeConfig) -> Site {
+        match (&config.site_root, crate::assets::embedded()) {
+            (Some(root), _) => Site::Folder(root.clone()),
+            (None, Some(site)) => Site::Embedded(site),
+            (None, None) => Site::Folder(PathBuf::from("target/site")),
+        }
+    }
+}
+
+pub(super) fn leptos_options(site: &Site, local_addr: SocketAddr) -> LeptosOptions {
+    let (output_name, site_root) = match site {
+        Site::Embedded(site) => (site.output_name, String::new()),
+        Site::Folder(root) => (OUTPUT_NAME, root.to_string_lossy().into_owned()),
+    };
     LeptosOptions::builder()
-        .output_name(OUTPUT_NAME)
-        .site_root(config.site_root.to_string_lossy().into_owned())
+        .output_name(output_name)
+        .site_root(site_root)
         .site_pkg_dir("pkg")
         .site_addr(local_addr)
         .build()
 }
 
-pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
+/// The pages and their server functions; with a site folder, its files too (the embedded
+/// site is served apart, in front of the sessions: see `routes::router`).
+pub(super) fn router(state: &AppState, site: &Site) -> axum::Router<AppState> {
     let routes = generate_route_list(App);
     let store: Store = state.store.clone();
     let options = state.leptos_options.clone();
@@ -39,26 +67,33 @@ pub(super) fn router(state: &AppState) -> axum::Router<AppState> {
         reconcile: state.reconcile.clone(),
     };
     let worker = std::sync::Arc::clone(&state.worker);
-    axum::Router::new()
-        .leptos_routes_with_context(
-            state,
-            routes,
-            move || {
-                provide_context(store.clone());
-                provide_context(latency.clone());
-                provide_context(health.clone());
-                provide_context(std::sync::Arc::clone(&worker));
-            },
-            move || shell(options.clone()),
-        )
-        .fallback(leptos_axum::file_and_error_handler_with_context::<
+    let pages = axum::Router::new().leptos_routes_with_context(
+        state,
+        routes,
+        move || {
+            provide_context(store.clone());
+            provide_context(latency.clone());
+            provide_context(health.clone());
+            provide_context(std::sync::Arc::clone(&worker));
+        },
+        move || shell(options.clone()),
+    );
+    // What is not a page is a file of the site folder, or the not-found page.
+    let context = {
+        let store = state.store.clone();
+        move || provide_context(store.clone())
+    };
+    match site {
+        Site::Folder(_) => pages.fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,
-        >(
-            {
-                let store = state.store.clone();
-                move || provide_context(store.clone())
-            },
-            shell,
-        ))
+        >(context, shell)),
+        Site::Embedded(_) => {
+            let options = state.leptos_options.clone();
+            pages.fallback(leptos_axum::render_app_to_stream_with_context(
+                context,
+                move || shell(options.clone()),
+            ))
+        }
+    }
 }
