@@ -11,7 +11,10 @@ const simPort = port + 1;
 const baseURL = `http://127.0.0.1:${port}`;
 const root = resolve(__dirname, "..");
 const targetDir = process.env.CARGO_TARGET_DIR ?? join(root, "target");
+// CLAIMCHECK_BIN: a binary that carries its dashboard (the release build, ./scripts/test);
+// otherwise the debug build serves the folder cargo-leptos wrote.
 const binary = process.env.CLAIMCHECK_BIN ?? join(targetDir, "debug", "claimcheck");
+const siteRoot = process.env.CLAIMCHECK_BIN ? {} : { LEPTOS_SITE_ROOT: join(root, "target", "site") };
 // The config is loaded again in every test worker: keep the first process's folder.
 const dataDir = process.env.E2E_DATA_DIR ?? mkdtempSync(join(tmpdir(), "claimcheck-e2e-"));
 process.env.E2E_DATA_DIR = dataDir;
@@ -69,7 +72,7 @@ export default defineConfig({
       env: {
         DATABASE_URL: process.env.E2E_DATABASE_URL,
         CLAIMCHECK_BIND: `127.0.0.1:${port}`,
-        LEPTOS_SITE_ROOT: join(root, "target", "site"),
+        ...siteRoot,
         STRIPE_WEBHOOK_SECRET: process.env.E2E_WEBHOOK_SECRET,
         STRIPE_API_KEY: "sk_test_e2e",
         STRIPE_API_BASE: process.env.E2E_SIM_URL,

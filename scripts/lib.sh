@@ -47,6 +47,18 @@ ensure_test_tools() {
   fi
 }
 
+# The release binary, carrying its dashboard: the front end first (wasm-opt -Oz, minified
+# JS), then the server, which embeds and compresses what the first step wrote
+# (server/build.rs). One `cargo leptos build --release` would build both at once, and the
+# server could embed half-written files.
+build_release() {
+  step "release build: the dashboard (cargo leptos build --release --frontend-only)"
+  cargo leptos build --release --frontend-only
+  step "release build: the binary, carrying the dashboard (--server-only)"
+  CLAIMCHECK_EMBED_SITE=target/site cargo leptos build --release --server-only
+  ls -l target/site/pkg "$CARGO_TARGET_DIR/release/claimcheck"
+}
+
 # The tests create and drop their own databases on this server.
 ensure_postgres() {
   if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
