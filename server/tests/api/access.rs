@@ -96,7 +96,7 @@ fn arguments(path: &str) -> Vec<(&'static str, &'static str)> {
             ("error_contains", ""),
             ("search", ""),
         ],
-        "bulk_batch" => vec![("batch_id", "bulk_nope")],
+        "bulk_batch" | "bulk_batch_progress" => vec![("batch_id", "bulk_nope")],
         "orders" | "search" => vec![("term", "ord_pub_0001")],
         "order" => vec![("order_id", "ord_pub_0001")],
         _ => vec![],
