@@ -7,12 +7,13 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use claimcheck_core::audit::{Actor, AuditAction, AuditRecord};
+use claimcheck_core::bulk::BulkFilter;
 use claimcheck_core::fulfilment::{Packages, Plan, plan};
 use claimcheck_core::money::LedgerKind;
 use claimcheck_core::webhook::Envelope;
 use claimcheck_core::{
-    ClaimOutcome, ClaimSource, DatabaseUrl, EventId, Fulfilled, LeasedClaim, OrderId, Store,
-    StoreOptions, WriteOp, WriteResult,
+    ClaimOutcome, ClaimSource, ClaimState, DatabaseUrl, EventId, Fulfilled, LeasedClaim, OrderId,
+    Store, StoreOptions, WriteOp, WriteResult,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -169,6 +170,7 @@ on_both_backends!(
     redrive_is_a_compare_and_set,
     failures_end_in_failed_after_the_last_attempt,
     audit_entries_keep_their_fields,
+    the_redrivable_rule_is_the_same_in_sql,
 );
 
 async fn an_event_and_an_action_are_claimed_once(backend: Backend) {
@@ -505,5 +507,101 @@ async fn audit_entries_keep_their_fields(backend: Backend) {
             "processed"
         )
     );
+    db.close().await;
+}
+
+/// `ClaimState::is_redrivable` and the store's SQL agree, state by state: the bulk selection
+/// picks exactly the re-drivable claims, and re-drive's compare-and-set takes exactly those.
+async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
+    let db = TestStore::open(backend).await;
+    let store = &db.store;
+    let id = |name: &str| EventId::parse(&format!("evt_rd_{name}")).unwrap();
+    // Running: leased for long. Stale: leased for 10 ms. Failed: its one attempt failed.
+    // Pending: never leased.
+    for (i, name) in ["running", "stale", "failed", "pending"].iter().enumerate() {
+        let at = i as i64 + 1;
+        claim(
+            store,
+            &paid_session(&format!("evt_rd_{name}"), &format!("ord_rd_{name}")),
+            at,
+        )
+        .await;
+        let lease = match *name {
+            "running" => 1_000_000,
+            "pending" => continue,
+            _ => 10,
+        };
+        let leased = store
+            .claims()
+            .lease_next("w", 100, lease, false, 1)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(leased.event_id, id(name));
+        if *name == "failed" {
+            let done = store
+                .claims()
+                .record_failure(&leased.event_id, "w", "boom", 101, 1)
+                .await
+                .unwrap();
+            assert_eq!(done, Some(true));
+        }
+    }
+    let now = 1_000;
+    let counts = store.claims().counts(now).await.unwrap();
+    assert_eq!(
+        (counts.pending, counts.running, counts.stale, counts.failed),
+        (1, 1, 1, 1)
+    );
+
+    let state_of = |event: &str| match event.trim_start_matches("evt_rd_") {
+        "running" => ClaimState::Running,
+        "stale" => ClaimState::Stale,
+        "failed" => ClaimState::Failed,
+        _ => ClaimState::Pending,
+    };
+    let selected = |filter: BulkFilter| async move {
+        let rows = store
+            .bulk_redrives()
+            .select(&filter, now, 100)
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = rows.into_iter().map(|r| r.claim.event_id).collect();
+        ids.sort();
+        ids
+    };
+    let any = selected(BulkFilter::default()).await;
+    let mut expected: Vec<String> = ["running", "stale", "failed", "pending"]
+        .iter()
+        .map(|n| format!("evt_rd_{n}"))
+        .filter(|e| state_of(e).is_redrivable())
+        .collect();
+    expected.sort();
+    assert_eq!(any, expected);
+    for state in ClaimState::ALL.into_iter().filter(|s| s.is_redrivable()) {
+        let only = selected(BulkFilter {
+            state: Some(state),
+            ..BulkFilter::default()
+        })
+        .await;
+        assert_eq!(
+            only.iter().map(|e| state_of(e)).collect::<Vec<_>>(),
+            [state],
+            "{state}"
+        );
+    }
+    for name in ["running", "stale", "failed", "pending"] {
+        let event = id(name);
+        let taken = store
+            .claims()
+            .take_for_redrive(&event, "op", now, 60_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            taken.is_some(),
+            state_of(event.as_str()).is_redrivable(),
+            "{name}"
+        );
+    }
     db.close().await;
 }

@@ -18,7 +18,7 @@ use claimcheck_core::auth::{Role, hash_password};
 use claimcheck_core::money::OrderStatus;
 use claimcheck_core::payments;
 use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
-use claimcheck_core::token::{NewToken, random_id, token_hash};
+use claimcheck_core::token::{NewToken, random_id};
 use claimcheck_core::webhook::SigningSecret;
 use claimcheck_core::{ClaimState, DatabaseUrl, EventId, OrderId, Store, StoreOptions, now_ms};
 use clap::Args;
@@ -181,12 +181,7 @@ async fn load_state(dir: &Path, store: &Store) -> Result<DemoState, SimError> {
     }
     store
         .tokens()
-        .insert(
-            &token.token_id,
-            "demo shop",
-            &token_hash(&token.token),
-            now_ms(),
-        )
+        .insert(&token, "demo shop", now_ms())
         .await
         .map_err(wrap)?;
     save_state(dir, &state)?;

@@ -4,7 +4,7 @@ use super::{Actor, OpsError};
 use crate::audit::{AuditAction, AuditRecord};
 use crate::clock::now_ms;
 use crate::store::Store;
-use crate::token::{NewToken, token_hash};
+use crate::token::NewToken;
 
 /// What a token is for (the shop's backend it was given to): 1 to 100 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,12 +35,7 @@ pub async fn create_token(
     let token = NewToken::generate().map_err(|e| OpsError::Random(e.to_string()))?;
     store
         .tokens()
-        .insert(
-            &token.token_id,
-            name.as_str(),
-            &token_hash(&token.token),
-            now_ms(),
-        )
+        .insert(&token, name.as_str(), now_ms())
         .await?;
     store
         .audit()

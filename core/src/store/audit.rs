@@ -18,25 +18,42 @@ pub struct AuditEntry {
 }
 
 const INSERT_AUDIT: &str = "\
-    INSERT INTO audit_log (at, actor, action, target, reason, outcome) \
-    VALUES ($1, $2, $3, $4, $5, $6)";
+    INSERT INTO audit_log (at, actor, action, target, reason, outcome, batch_id) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/// Appends `entry`, stamped `at` (unix ms) and naming the bulk re-drive `batch_id` if it is
+/// part of one, through `executor`: a pool, or a transaction that writes more with it.
+pub(super) async fn insert<'c, E, DB>(
+    executor: E,
+    entry: &AuditRecord<'_>,
+    batch_id: Option<&str>,
+    at: i64,
+) -> Result<(), sqlx::Error>
+where
+    E: sqlx::Executor<'c, Database = DB>,
+    DB: sqlx::Database,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB>,
+{
+    sqlx::query(INSERT_AUDIT)
+        .bind(at)
+        .bind(entry.actor.to_string())
+        .bind(entry.action.as_str().to_owned())
+        .bind(entry.target.to_owned())
+        .bind(entry.reason.to_owned())
+        .bind(entry.outcome.to_owned())
+        .bind(batch_id.map(str::to_owned))
+        .execute(executor)
+        .await
+        .map(|_| ())
+}
 
 impl Audit<'_> {
     /// Appends `entry` to the audit log, stamped `at` (unix ms).
     pub async fn record(self, entry: &AuditRecord<'_>, at: i64) -> Result<(), StoreError> {
-        let actor = entry.actor.to_string();
-        on_pool!(self, pool => {
-            sqlx::query(INSERT_AUDIT)
-                .bind(at)
-                .bind(&actor)
-                .bind(entry.action.as_str())
-                .bind(entry.target)
-                .bind(entry.reason)
-                .bind(entry.outcome)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        on_pool!(self, pool => insert(pool, entry, None, at).await)?;
         Ok(())
     }
 
@@ -47,22 +64,7 @@ impl Audit<'_> {
         batch_id: &str,
         at: i64,
     ) -> Result<(), StoreError> {
-        const SQL: &str = "INSERT INTO audit_log (at, actor, action, target, reason, outcome, \
-                           batch_id) VALUES ($1, $2, $3, $4, $5, $6, $7)";
-        let actor = entry.actor.to_string();
-        on_pool!(self, pool => {
-            sqlx::query(SQL)
-                .bind(at)
-                .bind(&actor)
-                .bind(entry.action.as_str())
-                .bind(entry.target)
-                .bind(entry.reason)
-                .bind(entry.outcome)
-                .bind(batch_id)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        on_pool!(self, pool => insert(pool, entry, Some(batch_id), at).await)?;
         Ok(())
     }
 

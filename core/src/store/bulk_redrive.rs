@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::views::{Arg, CLAIM_COLUMNS, filter_conditions};
-use super::{BeginWrite, BulkRedrives, Pool};
+use super::{BeginWrite, BulkRedrives, Pool, audit};
 use crate::audit::AuditRecord;
 use crate::bulk::{BatchState, BulkFilter, ItemOutcome};
 use crate::error::StoreError;
@@ -151,9 +151,41 @@ const INSERT_ITEMS_SQLITE: &str = "\
     INSERT INTO bulk_redrive_items (batch_id, seq, event_id) \
     SELECT $1, key + 1, value FROM json_each($2)";
 
-const INSERT_AUDIT: &str = "\
-    INSERT INTO audit_log (at, actor, action, target, reason, outcome, batch_id) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// A batch's row, as it is created.
+struct NewBatch<'a> {
+    batch_id: &'a str,
+    actor: String,
+    reason: String,
+    filter: String,
+    total: i64,
+    runner: String,
+    lease_until: i64,
+    now: i64,
+}
+
+impl NewBatch<'_> {
+    async fn insert<'c, E, DB>(&self, executor: E) -> Result<(), sqlx::Error>
+    where
+        E: sqlx::Executor<'c, Database = DB>,
+        DB: sqlx::Database,
+        for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+        for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    {
+        sqlx::query(INSERT_BATCH)
+            .bind(self.batch_id.to_owned())
+            .bind(self.actor.clone())
+            .bind(self.reason.clone())
+            .bind(self.filter.clone())
+            .bind(self.total)
+            .bind(self.runner.clone())
+            .bind(self.lease_until)
+            .bind(self.now)
+            .execute(executor)
+            .await
+            .map(|_| ())
+    }
+}
 
 /// The item's outcome, written once: a claim recorded by a runner that took over is not
 /// counted twice.
@@ -198,22 +230,6 @@ const CANCEL_NOW: &str = "\
         lease_until = NULL \
     WHERE batch_id = $1 AND state = 'running' AND (lease_until IS NULL OR lease_until <= $3)";
 
-/// Appends an audit entry that names the batch, inside the transaction `$tx`.
-macro_rules! insert_audit {
-    ($tx:expr, $audit:expr, $actor:expr, $batch_id:expr, $now:expr) => {
-        sqlx::query(INSERT_AUDIT)
-            .bind($now)
-            .bind($actor)
-            .bind($audit.action.as_str())
-            .bind($audit.target)
-            .bind($audit.reason)
-            .bind($audit.outcome)
-            .bind($batch_id)
-            .execute(&mut *$tx)
-            .await?
-    };
-}
-
 impl BulkRedrives<'_> {
     /// The claims `filter` selects at `now`, oldest first (a session before its refund), at
     /// most `limit`. Only re-drivable claims, whatever the filter says.
@@ -233,12 +249,7 @@ impl BulkRedrives<'_> {
         };
         let mut args = vec![Arg::Int(now)];
         let (cte, mut conditions) = filter_conditions(&events, &mut args);
-        // The SQL of `ClaimState::is_redrivable` (and of TAKE_FOR_REDRIVE's candidates).
-        conditions.push(
-            "(status = 'failed' OR (status = 'processing' \
-             AND (lease_expires_at IS NULL OR lease_expires_at <= $1)))"
-                .to_owned(),
-        );
+        conditions.push(super::claims::redrivable_sql!("$1").to_owned());
         args.push(Arg::Int(limit));
         let sql = format!(
             "{cte}SELECT {CLAIM_COLUMNS}, payload FROM processed_stripe_events \
@@ -335,36 +346,40 @@ impl BulkRedrives<'_> {
             .map_err(|e| StoreError::Corrupt(format!("batch filter: {e}")))?;
         let total = i64::try_from(event_ids.len()).unwrap_or(i64::MAX);
         let actor = audit.actor.to_string();
-        macro_rules! create_in {
-            ($pool:expr, $items:expr, $ids:expr) => {{
-                let mut tx = $pool.begin_write().await?;
-                sqlx::query(INSERT_BATCH)
-                    .bind(batch_id.as_str())
-                    .bind(&actor)
-                    .bind(audit.reason)
-                    .bind(&filter)
-                    .bind(total)
-                    .bind(runner)
-                    .bind(lease_until)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query($items)
-                    .bind(batch_id.as_str())
-                    .bind($ids)
-                    .execute(&mut *tx)
-                    .await?;
-                insert_audit!(tx, audit, &actor, batch_id.as_str(), now);
-                tx.commit().await?;
-            }};
-        }
+        let batch = NewBatch {
+            batch_id: batch_id.as_str(),
+            actor,
+            reason: audit.reason.to_owned(),
+            filter,
+            total,
+            runner: runner.to_owned(),
+            lease_until,
+            now,
+        };
+        let batch_audit = Some(batch_id.as_str());
         match &self.pool {
-            Pool::Postgres(pool) => create_in!(pool, INSERT_ITEMS_POSTGRES, event_ids),
-            Pool::Sqlite(pool) => create_in!(
-                pool,
-                INSERT_ITEMS_SQLITE,
-                serde_json::json!(event_ids).to_string()
-            ),
+            Pool::Postgres(pool) => {
+                let mut tx = pool.begin_write().await?;
+                batch.insert(&mut *tx).await?;
+                sqlx::query(INSERT_ITEMS_POSTGRES)
+                    .bind(batch_id.as_str())
+                    .bind(event_ids)
+                    .execute(&mut *tx)
+                    .await?;
+                audit::insert(&mut *tx, audit, batch_audit, now).await?;
+                tx.commit().await?;
+            }
+            Pool::Sqlite(pool) => {
+                let mut tx = pool.begin_write().await?;
+                batch.insert(&mut *tx).await?;
+                sqlx::query(INSERT_ITEMS_SQLITE)
+                    .bind(batch_id.as_str())
+                    .bind(serde_json::json!(event_ids).to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                audit::insert(&mut *tx, audit, batch_audit, now).await?;
+                tx.commit().await?;
+            }
         }
         Ok(())
     }
@@ -406,7 +421,6 @@ impl BulkRedrives<'_> {
         now: i64,
         lease_until: i64,
     ) -> Result<Recorded, StoreError> {
-        let actor = audit.actor.to_string();
         let one = |o: ItemOutcome| i64::from(outcome == o);
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
@@ -429,7 +443,7 @@ impl BulkRedrives<'_> {
                 .bind(lease_until)
                 .fetch_optional(&mut *tx)
                 .await?;
-            insert_audit!(tx, audit, &actor, batch_id.as_str(), now);
+            audit::insert(&mut *tx, audit, Some(batch_id.as_str()), now).await?;
             tx.commit().await?;
             Ok(match row {
                 Some((holder, cancel_requested_by)) => Recorded {
@@ -466,7 +480,6 @@ impl BulkRedrives<'_> {
         audit: &AuditRecord<'_>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let actor = audit.actor.to_string();
         on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let ended = sqlx::query(FINISH)
@@ -479,7 +492,7 @@ impl BulkRedrives<'_> {
                 .rows_affected()
                 == 1;
             if ended {
-                insert_audit!(tx, audit, &actor, batch_id.as_str(), now);
+                audit::insert(&mut *tx, audit, Some(batch_id.as_str()), now).await?;
                 tx.commit().await?;
             }
             Ok(ended)
@@ -571,7 +584,7 @@ impl BulkRedrives<'_> {
                 }
             };
             if matches!(mark, CancelMark::Requested | CancelMark::CancelledNow) {
-                insert_audit!(tx, audit, &actor, batch_id.as_str(), now);
+                audit::insert(&mut *tx, audit, Some(batch_id.as_str()), now).await?;
             }
             tx.commit().await?;
             Ok(mark)

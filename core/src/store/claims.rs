@@ -214,15 +214,32 @@ const RELEASE_UNCOUNTED: &str = "\
         next_attempt_at = $3, last_error = $4 \
     WHERE event_id = $1 AND lease_owner = $2 AND status = 'processing' AND attempts > 0";
 
+/// [`ClaimState::is_redrivable`] in SQL, at the time in parameter `$now`: pending (no
+/// lease), stale (its lease is over) or failed. Re-drive's compare-and-set and the bulk
+/// selection both read it; `core/tests/store.rs` holds it to the Rust rule state by state.
+///
+/// [`ClaimState::is_redrivable`]: crate::ClaimState::is_redrivable
+macro_rules! redrivable_sql {
+    ($now:literal) => {
+        concat!(
+            "(status IN ('processing', 'failed') AND (lease_expires_at IS NULL OR lease_expires_at <= ",
+            $now,
+            "))"
+        )
+    };
+}
+pub(super) use redrivable_sql;
+
 /// Re-drive's compare-and-set: the lease is taken only if nobody holds a live one and the
 /// claim is not processed; two operators (or an operator and a worker) cannot both win.
-const TAKE_FOR_REDRIVE: &str = "\
-    UPDATE processed_stripe_events \
-    SET lease_owner = $2, lease_expires_at = $3, attempts = attempts + 1, \
-        status = 'processing', next_attempt_at = $4 \
-    WHERE event_id = $1 AND status IN ('processing', 'failed') \
-      AND (lease_expires_at IS NULL OR lease_expires_at <= $4) \
-    RETURNING event_id, event_type, payload, attempts, received_at";
+const TAKE_FOR_REDRIVE: &str = concat!(
+    "UPDATE processed_stripe_events \
+     SET lease_owner = $2, lease_expires_at = $3, attempts = attempts + 1, \
+         status = 'processing', next_attempt_at = $4 \
+     WHERE event_id = $1 AND ",
+    redrivable_sql!("$4"),
+    " RETURNING event_id, event_type, payload, attempts, received_at"
+);
 
 fn session_status(action: SessionAction) -> &'static str {
     match action {

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::Tokens;
 use crate::error::StoreError;
+use crate::token::{NewToken, token_hash};
 
 /// A token as listed: never the token itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -16,17 +17,13 @@ pub struct TokenView {
 }
 
 impl Tokens<'_> {
-    pub async fn insert(
-        self,
-        token_id: &str,
-        name: &str,
-        token_hash: &str,
-        now: i64,
-    ) -> Result<(), StoreError> {
+    /// Keeps `token` (its id and the hash of its secret, never the secret) under `name`.
+    pub async fn insert(self, token: &NewToken, name: &str, now: i64) -> Result<(), StoreError> {
         const SQL: &str = "INSERT INTO api_tokens (token_id, name, token_hash, created_at) \
                            VALUES ($1, $2, $3, $4)";
+        let hash = token_hash(&token.token);
         on_pool!(self, pool => {
-            sqlx::query(SQL).bind(token_id).bind(name).bind(token_hash).bind(now)
+            sqlx::query(SQL).bind(&token.token_id).bind(name).bind(&hash).bind(now)
                 .execute(pool).await.map(|_| ())
         })?;
         Ok(())

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use claimcheck_core::now_ms;
-use claimcheck_core::token::{NewToken, token_hash};
+use claimcheck_core::token::NewToken;
 use claimcheck_sim::stripe_sim::{Fault, FaultMode, StripeSim};
 use serde_json::{Value, json};
 
@@ -86,7 +86,7 @@ async fn a_small_run_is_counted_in_metrics(backend: Backend) {
     let token = NewToken::generate().unwrap();
     app.store
         .tokens()
-        .insert(&token.token_id, "shop", &token_hash(&token.token), now_ms())
+        .insert(&token, "shop", now_ms())
         .await
         .unwrap();
 

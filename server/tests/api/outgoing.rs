@@ -7,7 +7,7 @@ use claimcheck_core::audit::Actor;
 use claimcheck_core::money::{LedgerKind, OrderStatus};
 use claimcheck_core::payments::{self, CheckoutUrls};
 use claimcheck_core::stripe::{ApiKey, CallError, StripeApi, StripeConfig};
-use claimcheck_core::token::{NewToken, token_hash};
+use claimcheck_core::token::NewToken;
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use claimcheck_core::{OrderId, now_ms};
 use claimcheck_sim::stripe_sim::{Fault, FaultMode, LogEntry, StripeSim};
@@ -77,12 +77,7 @@ async fn shop(backend: Backend) -> Shop {
     let token = NewToken::generate().unwrap();
     app.store
         .tokens()
-        .insert(
-            &token.token_id,
-            "test shop",
-            &token_hash(&token.token),
-            now_ms(),
-        )
+        .insert(&token, "test shop", now_ms())
         .await
         .unwrap();
     Shop {

@@ -2,7 +2,7 @@
 //! each with its own workers, the traffic spread over both.
 
 use claimcheck_core::now_ms;
-use claimcheck_core::token::{NewToken, token_hash};
+use claimcheck_core::token::NewToken;
 use claimcheck_sim::simulate::{SimulateArgs, run_day};
 
 use crate::helpers::{Backend, WEBHOOK_SECRET, spawn_app_with, spawn_instance};
@@ -12,12 +12,7 @@ async fn api_token(app: &crate::helpers::TestApp) -> String {
     let token = NewToken::generate().unwrap();
     app.store
         .tokens()
-        .insert(
-            &token.token_id,
-            "simulate",
-            &token_hash(&token.token),
-            now_ms(),
-        )
+        .insert(&token, "simulate", now_ms())
         .await
         .unwrap();
     token.token
@@ -108,12 +103,7 @@ async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
     let token = NewToken::generate().unwrap();
     store
         .tokens()
-        .insert(
-            &token.token_id,
-            "simulate",
-            &token_hash(&token.token),
-            now_ms(),
-        )
+        .insert(&token, "simulate", now_ms())
         .await
         .unwrap();
     let first_url = format!("http://{}", first.addr);
