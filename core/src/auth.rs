@@ -75,6 +75,32 @@ impl FromStr for Role {
 pub struct SignedIn {
     pub username: String,
     pub role: Role,
+    /// Their language, if they chose one (else the browser's).
+    pub language: Option<crate::language::Language>,
+    /// Their time zone (IANA name), if they chose one (else Europe/Zurich).
+    pub time_zone: Option<String>,
+}
+
+/// Why a request was refused before it did anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessRefused {
+    /// Nobody is signed in.
+    SignIn,
+    /// Signed in, with too small a role.
+    Role { needed: Role, have: Role },
+}
+
+/// The operator of a request, if one is signed in with at least `needed`: the one guard
+/// every dashboard entry point (pages' server functions, form actions) asks.
+pub fn require(operator: Option<&SignedIn>, needed: Role) -> Result<&SignedIn, AccessRefused> {
+    match operator {
+        None => Err(AccessRefused::SignIn),
+        Some(op) if !op.role.allows(needed) => Err(AccessRefused::Role {
+            needed,
+            have: op.role,
+        }),
+        Some(op) => Ok(op),
+    }
 }
 
 #[cfg(test)]

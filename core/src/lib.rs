@@ -1,7 +1,7 @@
 //! The Claimcheck engine: storage for claims on Stripe events and the queries the dashboard
 //! and CLI need. Nothing here knows about HTTP frameworks or the UI.
 //!
-//! The vocabulary (claim states, roles, ids, money) compiles everywhere, the browser
+//! The vocabulary (claim states, roles, ids, money, languages) compiles everywhere, the browser
 //! included; everything that touches the database, the network or the clock is behind the
 //! default `store` feature.
 #![forbid(unsafe_code)]
@@ -11,7 +11,9 @@ pub mod auth;
 pub mod bulk;
 mod claim;
 mod ids;
+pub mod language;
 pub mod money;
+mod outcome;
 
 #[cfg(feature = "store")]
 pub mod alerts;
@@ -52,6 +54,7 @@ pub mod worker;
 
 pub use claim::{ClaimCounts, ClaimState};
 pub use ids::{BatchId, EventId, IdError, ObjectId, OrderId};
+pub use outcome::DeliveryOutcome;
 
 #[cfg(feature = "store")]
 pub use clock::now_ms;

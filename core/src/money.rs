@@ -19,6 +19,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::language::{Language, group_thousands};
+
 /// An order's place in its life, as stored in `orders.status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,6 +63,11 @@ impl OrderStatus {
             self,
             OrderStatus::AwaitingPayment | OrderStatus::PaymentFailed
         )
+    }
+
+    /// Its money may be refunded: paid, and not held by a dispute.
+    pub fn accepts_refunds(self) -> bool {
+        self.is_paid() && !matches!(self, OrderStatus::Disputed | OrderStatus::Chargeback)
     }
 
     /// Nothing is left to pay: asking for the order again must not open a new session.
@@ -266,16 +273,28 @@ fn decimals(currency: &str) -> u32 {
     }
 }
 
-/// An amount in minor units as people read it: `CHF 24.50`.
+/// An amount in minor units as people read it in English: `CHF 1,234.50`.
 pub fn format_money(minor: i64, currency: &str) -> String {
+    format_money_in(minor, currency, Language::English)
+}
+
+/// An amount in minor units as people read it in `language`: `CHF 1’234.50` in Swiss
+/// German, `CHF 1,234.50` in English (both write the decimal point).
+pub fn format_money_in(minor: i64, currency: &str, language: Language) -> String {
     let code = currency.to_ascii_uppercase();
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    let separator = language.thousands_separator();
     match decimals(currency) {
-        0 => format!("{code} {minor}"),
-        _ => {
-            let sign = if minor < 0 { "-" } else { "" };
-            let abs = minor.unsigned_abs();
-            format!("{code} {sign}{}.{:02}", abs / 100, abs % 100)
-        }
+        0 => format!(
+            "{code} {sign}{}",
+            group_thousands(&abs.to_string(), separator)
+        ),
+        _ => format!(
+            "{code} {sign}{}.{:02}",
+            group_thousands(&(abs / 100).to_string(), separator),
+            abs % 100
+        ),
     }
 }
 
@@ -315,6 +334,19 @@ mod tests {
     #[test]
     fn money_is_written_and_read_in_major_units() {
         assert_eq!(format_money(2450, "chf"), "CHF 24.50");
+        assert_eq!(format_money(123_450, "chf"), "CHF 1,234.50");
+        assert_eq!(
+            format_money_in(123_450, "chf", Language::SwissGerman),
+            "CHF 1’234.50"
+        );
+        assert_eq!(
+            format_money_in(-100_000_000, "chf", Language::SwissGerman),
+            "CHF -1’000’000.00"
+        );
+        assert_eq!(
+            format_money_in(1_234_567, "jpy", Language::English),
+            "JPY 1,234,567"
+        );
         assert_eq!(format_money(5, "eur"), "EUR 0.05");
         assert_eq!(format_money(500, "jpy"), "JPY 500");
         assert_eq!(parse_money("24.50", "chf"), Ok(2450));

@@ -53,6 +53,8 @@ pub enum PaymentError {
     OrderConflict(OrderId),
     #[error("no order {0}")]
     NoSuchOrder(OrderId),
+    #[error("a refund needs a reason (kept in the audit log)")]
+    NoReason,
     #[error("order {order_id} is {status}: only a paid order can be refunded")]
     NotRefundable {
         order_id: OrderId,
@@ -301,6 +303,9 @@ pub async fn refund(
     actor: &Actor,
     reason: &str,
 ) -> Result<Refunded, PaymentError> {
+    if reason.trim().is_empty() {
+        return Err(PaymentError::NoReason);
+    }
     let order = existing_order(store, order_id).await?;
     let (amount, total) = match unanswered_refund(&order) {
         Some(pending) => {
@@ -319,10 +324,7 @@ pub async fn refund(
             }
         }
         None => {
-            let status = order.status;
-            if !status.is_paid()
-                || matches!(status, OrderStatus::Disputed | OrderStatus::Chargeback)
-            {
+            if !order.status.accepts_refunds() {
                 return Err(PaymentError::NotRefundable {
                     order_id: order_id.clone(),
                     status: order.status,

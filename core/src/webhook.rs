@@ -2,7 +2,6 @@
 //! fulfilment happens here; the worker takes claims from the store.
 
 mod envelope;
-mod outcome;
 mod signature;
 
 use std::sync::Arc;
@@ -13,8 +12,8 @@ use crate::error::StoreError;
 use crate::ids::EventId;
 use crate::store::{BatchWriter, ClaimOutcome, ClaimSource, Store, WriteOp, WriteResult};
 
+pub use crate::outcome::DeliveryOutcome;
 pub use envelope::{ACTING_TYPES, ActionKey, Envelope, EnvelopeError};
-pub use outcome::DeliveryOutcome;
 pub use signature::{ConfigError, SignatureError, SignatureVerifier, SigningSecret};
 
 /// Which Stripe mode this endpoint serves; events of the other mode are refused.

@@ -8,6 +8,7 @@ use crate::claim::ClaimState;
 use crate::error::StoreError;
 use crate::ids::{EventId, OrderId};
 use crate::money::{LedgerKind, OrderStatus};
+use crate::outcome::DeliveryOutcome;
 
 /// A claim as operators see it. Field names are a contract for scripts (`--json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -30,7 +31,7 @@ pub struct ClaimView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeliveryView {
-    pub outcome: String,
+    pub outcome: DeliveryOutcome,
     pub duplicate_of: Option<String>,
     pub detail: Option<String>,
     pub received_at: i64,
@@ -176,17 +177,16 @@ impl Claims<'_> {
         let rows: Vec<(String, Option<String>, Option<String>, i64)> = on_pool!(self, pool => {
             sqlx::query_as(SQL).bind(event_id.as_str()).fetch_all(pool).await
         })?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(outcome, duplicate_of, detail, received_at)| DeliveryView {
-                    outcome,
+        rows.into_iter()
+            .map(|(outcome, duplicate_of, detail, received_at)| {
+                Ok(DeliveryView {
+                    outcome: outcome.parse().map_err(StoreError::Corrupt)?,
                     duplicate_of,
                     detail,
                     received_at,
-                },
-            )
-            .collect())
+                })
+            })
+            .collect()
     }
 
     /// Milliseconds from receipt to `processed` for every claim received at or after
@@ -561,12 +561,15 @@ impl Claims<'_> {
     pub async fn deliveries_by_hour(
         self,
         since: i64,
-    ) -> Result<Vec<(i64, String, i64)>, StoreError> {
+    ) -> Result<Vec<(i64, DeliveryOutcome, i64)>, StoreError> {
         const SQL: &str = "SELECT (received_at - $1) / 3600000 AS hour, outcome, COUNT(*) \
                            FROM webhook_deliveries WHERE received_at >= $1 \
                            GROUP BY 1, 2 ORDER BY 1, 2";
-        let rows = on_pool!(self, pool => sqlx::query_as(SQL).bind(since).fetch_all(pool).await)?;
-        Ok(rows)
+        let rows: Vec<(i64, String, i64)> =
+            on_pool!(self, pool => sqlx::query_as(SQL).bind(since).fetch_all(pool).await)?;
+        rows.into_iter()
+            .map(|(hour, outcome, n)| Ok((hour, outcome.parse().map_err(StoreError::Corrupt)?, n)))
+            .collect()
     }
 }
 

@@ -151,9 +151,6 @@ async fn refund(
     database: DatabaseArgs,
     stripe: StripeArgs,
 ) -> Result<(), ServerError> {
-    if reason.trim().is_empty() {
-        return Err(ServerError::Command("--reason must say why".into()));
-    }
     let api = stripe.api()?.ok_or_else(|| {
         ServerError::Config(
             "refunds need STRIPE_API_KEY (and STRIPE_API_BASE for a simulator)".into(),

@@ -1,8 +1,13 @@
 //! What became of a delivery: the label in the delivery log, the metrics and the response.
+//! Vocabulary: the browser bundle compiles it too.
 
 use std::fmt;
+use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DeliveryOutcome {
     /// A new claim was made durable.
     Claimed,
@@ -53,6 +58,17 @@ impl DeliveryOutcome {
             DeliveryOutcome::StorageError => "storage_error",
             DeliveryOutcome::NotConfigured => "not_configured",
         }
+    }
+}
+
+impl FromStr for DeliveryOutcome {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeliveryOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| format!("unknown delivery outcome '{s}'"))
     }
 }
 
