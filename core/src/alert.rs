@@ -52,18 +52,6 @@ impl AlertCondition {
         }
     }
 
-    /// A heading for people.
-    pub fn title(self) -> &'static str {
-        match self {
-            AlertCondition::FailedClaims => "Claims failed",
-            AlertCondition::StaleClaims => "Claims stuck stale",
-            AlertCondition::DeliveriesStopped => "Stripe deliveries stopped",
-            AlertCondition::SignatureFailures => "Webhook signatures fail",
-            AlertCondition::IndeterminateRequests => "Stripe requests without an answer",
-            AlertCondition::ReconcileFindings => "Reconciliation found a problem",
-        }
-    }
-
     /// The dashboard page that shows what the alert is about.
     pub fn page(self) -> &'static str {
         match self {
@@ -90,6 +78,56 @@ impl FromStr for AlertCondition {
             .into_iter()
             .find(|c| c.as_str() == s)
             .ok_or_else(|| format!("unknown alert condition '{s}'"))
+    }
+}
+
+/// What an alert is about, as data: the figures a check found and the settings it compared
+/// them with. Words come from whoever reads it ([`crate::alerts::AlertWording`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AlertDetail {
+    /// Claims failed after their last attempt.
+    FailedClaims { count: i64 },
+    /// Claims stale for longer than the threshold.
+    StaleClaims { count: i64, after_secs: u64 },
+    /// Orders opened through the order API, and no delivery accepted for longer than the
+    /// threshold; the last one accepted, if any.
+    DeliveriesStopped {
+        orders: i64,
+        after_secs: u64,
+        last_delivery_at: Option<i64>,
+    },
+    /// Signature failures and none passed within the window.
+    SignatureFailures { count: i64, window_secs: u64 },
+    /// Outgoing requests without a definite answer for longer than the threshold.
+    IndeterminateRequests { count: i64, after_secs: u64 },
+    /// The last reconcile run failed.
+    ReconcileFailed {
+        at: i64,
+        actor: String,
+        error: String,
+    },
+    /// The last reconcile run claimed events Stripe never delivered.
+    ReconcileRecovered {
+        at: i64,
+        actor: String,
+        claimed: i64,
+    },
+}
+
+impl AlertDetail {
+    /// The condition it is a detail of.
+    pub fn condition(&self) -> AlertCondition {
+        match self {
+            AlertDetail::FailedClaims { .. } => AlertCondition::FailedClaims,
+            AlertDetail::StaleClaims { .. } => AlertCondition::StaleClaims,
+            AlertDetail::DeliveriesStopped { .. } => AlertCondition::DeliveriesStopped,
+            AlertDetail::SignatureFailures { .. } => AlertCondition::SignatureFailures,
+            AlertDetail::IndeterminateRequests { .. } => AlertCondition::IndeterminateRequests,
+            AlertDetail::ReconcileFailed { .. } | AlertDetail::ReconcileRecovered { .. } => {
+                AlertCondition::ReconcileFindings
+            }
+        }
     }
 }
 

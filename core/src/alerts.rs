@@ -8,11 +8,13 @@ mod message;
 
 use std::time::Duration;
 
-pub use message::{AlertFacts, Message, message, test_message};
+use std::sync::Arc;
 
-use crate::alert::{AlertChannel, AlertCondition, MessageKind};
+pub use message::{AlertFacts, AlertWording, Message};
+
+use crate::alert::{AlertChannel, AlertCondition, AlertDetail, MessageKind};
 use crate::error::StoreError;
-use crate::store::{AlertView, ReconcileRunView, Store};
+use crate::store::{AlertView, Noted, ReconcileRunView, Store};
 
 /// Orders and signature failures older than this are not counted: past Stripe's three days
 /// of retries, reconciliation is the way back, and the reconcile alert says so.
@@ -58,6 +60,9 @@ pub struct AlertPolicy {
     pub channels: Vec<AlertChannel>,
     /// Where people reach the dashboard (no trailing slash): the links in messages.
     pub dashboard_url: String,
+    /// The words of summaries and messages (for nobody in particular: the instance's
+    /// language).
+    pub wording: Arc<dyn AlertWording>,
 }
 
 /// Things counted, the oldest of them (unix ms), and a few of their ids.
@@ -89,40 +94,18 @@ pub struct Observations {
     pub last_reconcile: Option<ReconcileRunView>,
 }
 
-/// A condition that holds, with what to say about it.
+/// A condition that holds, with what it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub condition: AlertCondition,
     pub count: i64,
     pub since: Option<i64>,
-    pub summary: String,
+    pub detail: AlertDetail,
     pub samples: Vec<String>,
 }
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
-}
-
-/// "10 min", "6 h", "90 s": a threshold in words.
-pub fn words(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        s if s >= 86_400 && s % 86_400 == 0 => format!("{} d", s / 86_400),
-        s if s >= 3600 && s % 3600 == 0 => format!("{} h", s / 3600),
-        s if s >= 60 && s % 60 == 0 => format!("{} min", s / 60),
-        s => format!("{s} s"),
-    }
-}
-
-/// A time for messages: `2026-12-01 14:03 UTC`.
-pub fn time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
-        .unwrap_or_else(|| "-".to_owned())
-}
-
-fn plural(n: i64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The conditions that hold, in [`AlertCondition::ALL`] order.
@@ -137,12 +120,9 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             condition: AlertCondition::FailedClaims,
             count: failed.count,
             since: failed.oldest,
-            summary: format!(
-                "{} failed after their last attempt and {} for an operator to re-drive {}.",
-                plural(failed.count, "claim", "claims"),
-                if failed.count == 1 { "waits" } else { "wait" },
-                if failed.count == 1 { "it" } else { "them" },
-            ),
+            detail: AlertDetail::FailedClaims {
+                count: failed.count,
+            },
             samples: failed.samples.clone(),
         });
     }
@@ -154,14 +134,10 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             condition: AlertCondition::StaleClaims,
             count: stale.count,
             since: stale.oldest,
-            summary: format!(
-                "{} stale for more than {}: the worker holding {} died and no worker took {} \
-                 again (auto-rescue off, no worker running, or out of attempts).",
-                plural(stale.count, "claim has been", "claims have been"),
-                words(after),
-                if stale.count == 1 { "it" } else { "them" },
-                if stale.count == 1 { "it" } else { "them" },
-            ),
+            detail: AlertDetail::StaleClaims {
+                count: stale.count,
+                after_secs: after.as_secs(),
+            },
             samples: stale.samples.clone(),
         });
     }
@@ -170,21 +146,15 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
         && first <= now - ms(after)
     {
         let orders = &obs.orders_since_delivery;
-        let last = obs
-            .last_delivery_at
-            .map(|t| format!("the last one accepted at {}", time(t)))
-            .unwrap_or_else(|| "none accepted yet".to_owned());
         found.push(Finding {
             condition: AlertCondition::DeliveriesStopped,
             count: orders.count,
             since: Some(obs.last_delivery_at.unwrap_or(first)),
-            summary: format!(
-                "{} opened through the order API, yet Stripe has delivered nothing here for \
-                 more than {} ({last}): check the endpoint at Stripe, the firewall and the \
-                 proxy in front of Claimcheck.",
-                plural(orders.count, "order was", "orders were"),
-                words(after),
-            ),
+            detail: AlertDetail::DeliveriesStopped {
+                orders: orders.count,
+                after_secs: after.as_secs(),
+                last_delivery_at: obs.last_delivery_at,
+            },
             samples: orders.samples.clone(),
         });
     }
@@ -198,13 +168,10 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             condition: AlertCondition::SignatureFailures,
             count: failures.count,
             since: Some(first),
-            summary: format!(
-                "{} failed the signature check and none passed for more than {}: was the \
-                 signing secret rolled at Stripe but not here (STRIPE_WEBHOOK_SECRET)? \
-                 Reconciliation recovers what was refused.",
-                plural(failures.count, "delivery", "deliveries"),
-                words(window),
-            ),
+            detail: AlertDetail::SignatureFailures {
+                count: failures.count,
+                window_secs: window.as_secs(),
+            },
             samples: Vec::new(),
         });
     }
@@ -216,13 +183,10 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             condition: AlertCondition::IndeterminateRequests,
             count: requests.count,
             since: requests.oldest,
-            summary: format!(
-                "{} to Stripe got no definite answer for more than {}: Stripe may or may not \
-                 have acted. Asking again under the same Idempotency-Key is safe (a refund \
-                 again from the order's page, or the order API for a checkout).",
-                plural(requests.count, "request", "requests"),
-                words(after),
-            ),
+            detail: AlertDetail::IndeterminateRequests {
+                count: requests.count,
+                after_secs: after.as_secs(),
+            },
             samples: requests.samples.clone(),
         });
     }
@@ -230,28 +194,25 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
         && let Some(run) = &obs.last_reconcile
         && run.finished_at >= now - ms(window)
     {
-        let summary = match (&run.error, run.claimed) {
-            (Some(error), _) => Some(format!(
-                "The reconcile run at {} ({}) failed: {error}. Events Stripe gave up on are \
-                 not recovered until a run succeeds.",
-                time(run.finished_at),
-                run.actor
-            )),
-            (None, n) if n > 0 => Some(format!(
-                "The reconcile run at {} ({}) claimed {} that Stripe never delivered: \
-                 deliveries are failing or were lost (outage, firewall, signing secret).",
-                time(run.finished_at),
-                run.actor,
-                plural(n, "event", "events"),
-            )),
+        let detail = match (&run.error, run.claimed) {
+            (Some(error), _) => Some(AlertDetail::ReconcileFailed {
+                at: run.finished_at,
+                actor: run.actor.clone(),
+                error: error.clone(),
+            }),
+            (None, claimed) if claimed > 0 => Some(AlertDetail::ReconcileRecovered {
+                at: run.finished_at,
+                actor: run.actor.clone(),
+                claimed,
+            }),
             _ => None,
         };
-        if let Some(summary) = summary {
+        if let Some(detail) = detail {
             found.push(Finding {
                 condition: AlertCondition::ReconcileFindings,
                 count: if run.error.is_some() { 1 } else { run.claimed },
                 since: Some(run.finished_at),
-                summary,
+                detail,
                 samples: Vec::new(),
             });
         }
@@ -309,6 +270,10 @@ pub async fn check(
     let mut queued = Vec::new();
     for condition in AlertCondition::ALL {
         let finding = findings.iter().find(|f| f.condition == condition);
+        let summary = finding.map(|f| policy.wording.summary(&f.detail));
+        let noted = finding
+            .zip(summary.as_deref())
+            .map(|(finding, summary)| Noted { finding, summary });
         let current = open.iter().find(|a| a.condition == condition);
         let step = decide(
             current.map(|a| a.last_notified_at),
@@ -316,25 +281,22 @@ pub async fn check(
             now,
             policy.repeat,
         );
-        let landed = match (step, finding, current) {
-            (Step::Open, Some(finding), _) => {
-                let facts = AlertFacts::of_finding(finding, now);
+        let landed = match (step, noted, current) {
+            (Step::Open, Some(noted), _) => {
+                let facts = AlertFacts::of_finding(&noted, now);
                 let messages = messages(policy, MessageKind::Opened, &facts);
-                store.alerts().open_alert(finding, now, &messages).await?
+                store.alerts().open_alert(&noted, now, &messages).await?
             }
-            (Step::Remind, Some(finding), Some(alert)) => {
+            (Step::Remind, Some(noted), Some(alert)) => {
                 let facts = AlertFacts {
                     opened_at: alert.opened_at,
-                    ..AlertFacts::of_finding(finding, now)
+                    ..AlertFacts::of_finding(&noted, now)
                 };
                 let messages = messages(policy, MessageKind::Reminder, &facts);
-                store
-                    .alerts()
-                    .remind(alert, finding, now, &messages)
-                    .await?
+                store.alerts().remind(alert, &noted, now, &messages).await?
             }
-            (Step::Refresh, Some(finding), Some(alert)) => {
-                store.alerts().refresh(alert.id, finding, now).await?;
+            (Step::Refresh, Some(noted), Some(alert)) => {
+                store.alerts().refresh(alert.id, &noted, now).await?;
                 false
             }
             (Step::Resolve, _, Some(alert)) => {
@@ -361,7 +323,7 @@ fn messages(
     kind: MessageKind,
     facts: &AlertFacts,
 ) -> Vec<(AlertChannel, Message)> {
-    let text = message(kind, facts, &policy.dashboard_url);
+    let text = policy.wording.message(kind, facts, &policy.dashboard_url);
     policy
         .channels
         .iter()
@@ -370,12 +332,13 @@ fn messages(
 }
 
 impl AlertFacts {
-    fn of_finding(finding: &Finding, opened_at: i64) -> AlertFacts {
+    fn of_finding(noted: &Noted<'_>, opened_at: i64) -> AlertFacts {
+        let finding = noted.finding;
         AlertFacts {
             condition: finding.condition,
             count: finding.count,
             since: finding.since,
-            summary: finding.summary.clone(),
+            summary: noted.summary.to_owned(),
             samples: finding.samples.clone(),
             opened_at,
             resolved_at: None,
@@ -440,7 +403,7 @@ mod tests {
         assert_eq!(found[0].condition, AlertCondition::FailedClaims);
         assert_eq!(found[0].count, 1);
         assert_eq!(found[0].since, Some(NOW - 5 * MIN));
-        assert!(found[0].summary.starts_with("1 claim failed"), "{found:?}");
+        assert_eq!(found[0].detail, AlertDetail::FailedClaims { count: 1 });
         let three = AlertThresholds {
             failed_claims: 3,
             ..AlertThresholds::default()
@@ -508,7 +471,13 @@ mod tests {
         let found = evaluate(&old, &AlertThresholds::default());
         assert_eq!(found[0].condition, AlertCondition::SignatureFailures);
         assert_eq!(found[0].count, 9);
-        assert!(found[0].summary.contains("STRIPE_WEBHOOK_SECRET"));
+        assert_eq!(
+            found[0].detail,
+            AlertDetail::SignatureFailures {
+                count: 9,
+                window_secs: 15 * 60
+            }
+        );
     }
 
     #[test]
@@ -546,12 +515,22 @@ mod tests {
         assert!(conditions(&with(run(0, None, NOW - MIN))).is_empty());
         let recovered = evaluate(&with(run(4, None, NOW - MIN)), &AlertThresholds::default());
         assert_eq!(recovered[0].count, 4);
-        assert!(recovered[0].summary.contains("claimed 4 events"));
+        assert_eq!(
+            recovered[0].detail,
+            AlertDetail::ReconcileRecovered {
+                at: NOW - MIN,
+                actor: "reconciler".into(),
+                claimed: 4
+            }
+        );
         let failed = evaluate(
             &with(run(0, Some("Stripe refused the key"), NOW - MIN)),
             &AlertThresholds::default(),
         );
-        assert!(failed[0].summary.contains("Stripe refused the key"));
+        assert!(matches!(
+            &failed[0].detail,
+            AlertDetail::ReconcileFailed { error, .. } if error == "Stripe refused the key"
+        ));
         // A day and more ago: no longer news.
         assert!(conditions(&with(run(4, None, NOW - 25 * 60 * MIN))).is_empty());
     }
@@ -573,13 +552,5 @@ mod tests {
             decide(Some(NOW), true, NOW + 9999 * MIN, None),
             Step::Refresh
         );
-    }
-
-    #[test]
-    fn thresholds_read_as_words() {
-        assert_eq!(words(Duration::from_secs(600)), "10 min");
-        assert_eq!(words(Duration::from_secs(6 * 3600)), "6 h");
-        assert_eq!(words(Duration::from_secs(86_400)), "1 d");
-        assert_eq!(words(Duration::from_secs(90)), "90 s");
     }
 }

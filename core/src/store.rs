@@ -41,7 +41,7 @@ mod sqlite;
 mod tokens;
 mod views;
 
-pub use alerts::{AlertDeliveryView, AlertView, DueDelivery};
+pub use alerts::{AlertDeliveryView, AlertView, DueDelivery, Noted};
 pub use audit::AuditEntry;
 pub use batch_writer::BatchWriter;
 pub use bulk_redrive::{BatchItemView, BatchView, CancelMark, Recorded, SelectedClaim};

@@ -213,6 +213,9 @@ fn alert_runtime(config: &ServeConfig, local_addr: SocketAddr) -> Option<AlertRu
             repeat: alerts.repeat,
             channels: alerts.channels.configured(),
             dashboard_url,
+            wording: Arc::new(app::i18n::AlertWords::messages_in(
+                config.dashboard.language,
+            )),
         },
         channels: Arc::new(alerts.channels.clone()),
         retry: alerts.retry.clone(),

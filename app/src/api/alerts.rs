@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlertBadge {
     pub open: usize,
-    /// Their titles, for the badge's tooltip.
-    pub titles: Vec<String>,
+    /// What they are about, for the badge's tooltip.
+    pub conditions: Vec<AlertCondition>,
 }
 
 /// One message of an alert on one channel.
@@ -60,19 +60,20 @@ pub async fn get_alert_badge() -> Result<AlertBadge, ServerFnError> {
         .map_err(super::server::unavailable)?;
     Ok(AlertBadge {
         open: open.len(),
-        titles: open
-            .iter()
-            .map(|a| a.condition.title().to_owned())
-            .collect(),
+        conditions: open.iter().map(|a| a.condition).collect(),
     })
 }
 
 #[server(prefix = "/dashboard/fn", endpoint = "alerts")]
 pub async fn get_alerts() -> Result<AlertHistory, ServerFnError> {
     use super::server::time;
+    use crate::i18n::{AlertWords, reader};
+    use claimcheck_core::alerts::AlertWording;
     use claimcheck_core::auth::Role;
 
     let (store, _) = super::server::require(Role::Viewer).await?;
+    // In the reader's words where the alert kept what it is about.
+    let words = AlertWords(reader());
     let alerts = store
         .alerts()
         .recent(100)
@@ -112,7 +113,11 @@ pub async fn get_alerts() -> Result<AlertHistory, ServerFnError> {
                 condition: a.condition,
                 open: a.resolved_at.is_none(),
                 count: a.count,
-                summary: a.summary,
+                summary: a
+                    .detail
+                    .as_ref()
+                    .map(|d| words.summary(d))
+                    .unwrap_or(a.summary),
                 samples: a.samples,
                 since: a.since.map(time),
                 opened_at: time(a.opened_at),

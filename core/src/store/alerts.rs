@@ -7,9 +7,24 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{Alerts, BeginWrite, ReconcileRunView};
-use crate::alert::{AlertChannel, AlertCondition, DeliveryStatus, MessageKind};
+use crate::alert::{AlertChannel, AlertCondition, AlertDetail, DeliveryStatus, MessageKind};
 use crate::alerts::{AlertThresholds, Finding, LOOKBACK, Message, Observations, Tally};
 use crate::error::StoreError;
+
+/// A finding and what to call it, as an alert row keeps them.
+#[derive(Debug, Clone, Copy)]
+pub struct Noted<'a> {
+    pub finding: &'a Finding,
+    /// The finding in the checking instance's words.
+    pub summary: &'a str,
+}
+
+impl Noted<'_> {
+    fn detail_json(&self) -> Result<String, StoreError> {
+        serde_json::to_string(&self.finding.detail)
+            .map_err(|e| StoreError::Corrupt(format!("alert detail: {e}")))
+    }
+}
 
 /// How many ids an alert names.
 const SAMPLES: i64 = 5;
@@ -22,7 +37,11 @@ pub struct AlertView {
     pub opened_at: i64,
     pub since: Option<i64>,
     pub count: i64,
+    /// In the words of the instance that last checked it.
     pub summary: String,
+    /// What it is about, as data: for each reader's own words. `None` for alerts opened
+    /// before details were kept.
+    pub detail: Option<AlertDetail>,
     pub samples: Vec<String>,
     pub last_notified_at: i64,
     pub notifications: i64,
@@ -38,6 +57,7 @@ struct AlertRow {
     since: Option<i64>,
     count: i64,
     summary: String,
+    detail: Option<String>,
     samples: String,
     last_notified_at: i64,
     notifications: i64,
@@ -56,6 +76,12 @@ impl TryFrom<AlertRow> for AlertView {
             since: r.since,
             count: r.count,
             summary: r.summary,
+            detail: r
+                .detail
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("alert {}: detail: {e}", r.id)))?,
             samples: r
                 .samples
                 .lines()
@@ -135,7 +161,7 @@ impl DeliveryRow {
     }
 }
 
-const ALERT_COLUMNS: &str = "id, condition, opened_at, since, count, summary, samples, \
+const ALERT_COLUMNS: &str = "id, condition, opened_at, since, count, summary, detail, samples, \
     last_notified_at, notifications, checked_at, resolved_at";
 
 const DELIVERY_COLUMNS: &str = "id, alert_id, kind, channel, subject, body, status, attempts, \
@@ -144,9 +170,9 @@ const DELIVERY_COLUMNS: &str = "id, alert_id, kind, channel, subject, body, stat
 /// The partial unique index (one open alert per condition) makes a second instance's INSERT
 /// a no-op: only the instance that gets an id back queues the message.
 const OPEN: &str = "\
-    INSERT INTO alerts (condition, opened_at, since, count, summary, samples, \
+    INSERT INTO alerts (condition, opened_at, since, count, summary, detail, samples, \
                         last_notified_at, notifications, checked_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $2, 1, $2) \
+    VALUES ($1, $2, $3, $4, $5, $7, $6, $2, 1, $2) \
     ON CONFLICT DO NOTHING \
     RETURNING id";
 
@@ -154,11 +180,12 @@ const OPEN: &str = "\
 /// it and sends.
 const REMIND: &str = "\
     UPDATE alerts SET last_notified_at = $3, notifications = notifications + 1, \
-        count = $4, since = $5, summary = $6, samples = $7, checked_at = $3 \
+        count = $4, since = $5, summary = $6, samples = $7, detail = $8, checked_at = $3 \
     WHERE id = $1 AND resolved_at IS NULL AND last_notified_at = $2";
 
 const REFRESH: &str = "\
-    UPDATE alerts SET count = $2, since = $3, summary = $4, samples = $5, checked_at = $6 \
+    UPDATE alerts SET count = $2, since = $3, summary = $4, samples = $5, checked_at = $6, \
+        detail = $7 \
     WHERE id = $1 AND resolved_at IS NULL";
 
 const RESOLVE: &str = "\
@@ -370,11 +397,13 @@ impl Alerts<'_> {
     /// when one is open already (another instance got there first).
     pub async fn open_alert(
         self,
-        finding: &Finding,
+        noted: &Noted<'_>,
         now: i64,
         messages: &[(AlertChannel, Message)],
     ) -> Result<bool, StoreError> {
+        let finding = noted.finding;
         let samples = finding.samples.join("\n");
+        let detail = noted.detail_json()?;
         let opened = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let id: Option<i64> = sqlx::query_scalar(OPEN)
@@ -382,8 +411,9 @@ impl Alerts<'_> {
                 .bind(now)
                 .bind(finding.since)
                 .bind(finding.count)
-                .bind(&finding.summary)
+                .bind(noted.summary)
                 .bind(&samples)
+                .bind(&detail)
                 .fetch_optional(&mut *tx)
                 .await?;
             if let Some(id) = id {
@@ -409,11 +439,13 @@ impl Alerts<'_> {
     pub async fn remind(
         self,
         alert: &AlertView,
-        finding: &Finding,
+        noted: &Noted<'_>,
         now: i64,
         messages: &[(AlertChannel, Message)],
     ) -> Result<bool, StoreError> {
+        let finding = noted.finding;
         let samples = finding.samples.join("\n");
+        let detail = noted.detail_json()?;
         let reminded = on_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let moved = sqlx::query(REMIND)
@@ -422,8 +454,9 @@ impl Alerts<'_> {
                 .bind(now)
                 .bind(finding.count)
                 .bind(finding.since)
-                .bind(&finding.summary)
+                .bind(noted.summary)
                 .bind(&samples)
+                .bind(&detail)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected()
@@ -449,16 +482,19 @@ impl Alerts<'_> {
     }
 
     /// Brings an open alert's figures up to date (no message).
-    pub async fn refresh(self, id: i64, finding: &Finding, now: i64) -> Result<(), StoreError> {
+    pub async fn refresh(self, id: i64, noted: &Noted<'_>, now: i64) -> Result<(), StoreError> {
+        let finding = noted.finding;
         let samples = finding.samples.join("\n");
+        let detail = noted.detail_json()?;
         on_pool!(self, pool => {
             sqlx::query(REFRESH)
                 .bind(id)
                 .bind(finding.count)
                 .bind(finding.since)
-                .bind(&finding.summary)
+                .bind(noted.summary)
                 .bind(&samples)
                 .bind(now)
+                .bind(&detail)
                 .execute(pool)
                 .await
                 .map(|_| ())

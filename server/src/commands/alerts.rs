@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
+use app::i18n::AlertWords;
 use claimcheck_core::alert::AlertChannel;
+use claimcheck_core::alerts::AlertWording;
+use claimcheck_core::language::Language;
 use claimcheck_core::{AlertDeliveryView, AlertView, now_ms};
 use clap::Subcommand;
 use serde::Serialize;
@@ -29,6 +32,14 @@ pub enum AlertsCommand {
             value_name = "CLAIMCHECK_PUBLIC_URL"
         )]
         public_url: Option<PublicUrl>,
+        /// The language of the message (en or de-CH), as `serve` writes alerts.
+        #[arg(
+            long = "language",
+            env = "CLAIMCHECK_LANGUAGE",
+            value_name = "CLAIMCHECK_LANGUAGE",
+            default_value = "en"
+        )]
+        language: Language,
         #[command(flatten)]
         output: Output,
         #[command(flatten)]
@@ -70,9 +81,10 @@ pub async fn run(command: AlertsCommand) -> Result<(), ServerError> {
         AlertsCommand::Test {
             channels,
             public_url,
+            language,
             output,
             database,
-        } => test(&channels, public_url, &output, &database).await,
+        } => test(&channels, public_url, language, &output, &database).await,
         AlertsCommand::List {
             limit,
             output,
@@ -84,6 +96,7 @@ pub async fn run(command: AlertsCommand) -> Result<(), ServerError> {
 async fn test(
     args: &AlertChannelArgs,
     public_url: Option<PublicUrl>,
+    language: Language,
     output: &Output,
     database: &DatabaseArgs,
 ) -> Result<(), ServerError> {
@@ -104,7 +117,7 @@ async fn test(
     let host = std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "this machine".to_owned());
-    let message = claimcheck_core::alerts::test_message(&dashboard, &host);
+    let message = AlertWords::messages_in(language).test_message(&dashboard, &host);
     let mut results = Vec::new();
     for channel in configured {
         let started = std::time::Instant::now();

@@ -65,7 +65,15 @@ fn policy(channels: &Channels) -> AlertPolicy {
         repeat: Some(Duration::from_secs(30 * 60)),
         channels: channels.configured(),
         dashboard_url: PUBLIC_URL.into(),
+        wording: english(),
     }
+}
+
+/// What `serve` writes alerts in by default (CLAIMCHECK_LANGUAGE=en).
+fn english() -> std::sync::Arc<dyn claimcheck_core::alerts::AlertWording> {
+    std::sync::Arc::new(app::i18n::AlertWords::messages_in(
+        claimcheck_core::language::Language::English,
+    ))
 }
 
 /// A paid Checkout Session event of its own (event, session, order and payment intent `i`).
@@ -298,6 +306,7 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         repeat: None,
         channels: vec![AlertChannel::Email],
         dashboard_url: PUBLIC_URL.into(),
+        wording: english(),
     };
     let queued = check(&app.store, &policy, at).await.unwrap();
     let conditions: Vec<AlertCondition> = queued.iter().map(|q| q.condition).collect();
