@@ -41,7 +41,7 @@ ensure_test_tools() {
     as_root apt-get update
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
   fi
-  if [ ! -d "$ROOT/end2end/node_modules/@playwright/test" ]; then
+  if [ ! -d "$ROOT/end2end/node_modules/@playwright/test" ] || [ ! -d "$ROOT/end2end/node_modules/@axe-core/playwright" ]; then
     step "installing Playwright (no browser download)"
     (cd "$ROOT/end2end" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
   fi

@@ -6,6 +6,8 @@
 //! the role on the server before it reads anything (`require`). Mutations are form posts to
 //! `/dashboard/actions/…` (see the server crate), so they work without WASM.
 
+#[cfg(feature = "ssr")]
+use crate::i18n::td_string;
 use claimcheck_core::ClaimState;
 use claimcheck_core::auth::Role;
 use claimcheck_core::money::{LedgerKind, OrderStatus};
@@ -91,8 +93,9 @@ pub struct ReconcilePreview {
 #[server(prefix = "/dashboard/fn", endpoint = "reconcile_preview")]
 pub async fn get_reconcile_preview() -> Result<ReconcilePreview, ServerFnError> {
     let (store, operator) = server::require(Role::Admin).await?;
-    let health = use_context::<ServerHealth>()
-        .ok_or_else(|| ServerFnError::new("The dashboard is not connected to the server."))?;
+    let health = use_context::<ServerHealth>().ok_or_else(|| {
+        server::error(td_string!(server::locale(), messages.not_connected_server))
+    })?;
     let Some(api) = health.stripe else {
         return Ok(ReconcilePreview {
             configured: false,
@@ -103,11 +106,13 @@ pub async fn get_reconcile_preview() -> Result<ReconcilePreview, ServerFnError> 
             per_type: Vec::new(),
         });
     };
-    let actor = format!("dashboard:{}", operator.username);
+    let actor = claimcheck_core::ops::Actor::Dashboard(operator.username).to_string();
     let report =
         claimcheck_core::reconcile::run(&store, &api, &health.reconcile, &actor, None, true)
             .await
-            .map_err(|e| ServerFnError::new(format!("The preview failed: {e}")))?;
+            .map_err(|error| {
+                server::error(td_string!(server::locale(), messages.preview_failed, error))
+            })?;
     Ok(ReconcilePreview {
         configured: true,
         since: server::time(report.since * 1000),
@@ -287,12 +292,23 @@ pub struct OperatorRow {
 
 #[cfg(feature = "ssr")]
 mod server {
-    use claimcheck_core::auth::{Role, SignedIn};
-    use claimcheck_core::money::{LedgerKind, OrderStatus, format_money};
-    use claimcheck_core::{ClaimView, OrderView, Store, StoreError, now_ms};
+    use claimcheck_core::auth::{AccessRefused, Role, SignedIn};
+    use claimcheck_core::money::LedgerKind;
+    use claimcheck_core::{ClaimView, OrderView, Store, StoreError};
     use leptos::prelude::*;
 
     use super::{ClaimRow, KeyRow, LedgerRow, OrderDetail};
+    use crate::i18n::{Locale, names, reader, td_string};
+
+    /// The language of the request being answered.
+    pub fn locale() -> Locale {
+        reader().locale()
+    }
+
+    /// A server function's error in the reader's words.
+    pub fn error(text: impl std::fmt::Display) -> ServerFnError {
+        ServerFnError::new(text.to_string())
+    }
 
     fn status(code: http::StatusCode) {
         if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
@@ -305,30 +321,29 @@ mod server {
     pub async fn require(needed: Role) -> Result<(Store, SignedIn), ServerFnError> {
         let parts: http::request::Parts = leptos_axum::extract().await?;
         let store = use_context::<Store>()
-            .ok_or_else(|| ServerFnError::new("The dashboard is not connected to a database."))?;
-        match parts.extensions.get::<SignedIn>() {
-            None => {
+            .ok_or_else(|| error(td_string!(locale(), messages.not_connected_db)))?;
+        match claimcheck_core::auth::require(parts.extensions.get::<SignedIn>(), needed) {
+            Ok(operator) => Ok((store, operator.clone())),
+            Err(AccessRefused::SignIn) => {
                 status(http::StatusCode::UNAUTHORIZED);
-                Err(ServerFnError::new("Sign in to continue."))
+                Err(error(td_string!(locale(), messages.sign_in)))
             }
-            Some(operator) if !operator.role.allows(needed) => {
+            Err(AccessRefused::Role { needed, have }) => {
                 status(http::StatusCode::FORBIDDEN);
-                Err(ServerFnError::new(format!(
-                    "This needs the {needed} role; you are {}.",
-                    operator.role
-                )))
+                let locale = locale();
+                let (needed, role) = (names::role(locale, needed), names::role(locale, have));
+                Err(error(td_string!(locale, messages.needs_role, needed, role)))
             }
-            Some(operator) => Ok((store, operator.clone())),
         }
     }
 
-    pub fn unavailable(error: StoreError) -> ServerFnError {
+    pub fn unavailable(cause: StoreError) -> ServerFnError {
         tracing::error!(
-            error = &error as &dyn std::error::Error,
+            error = &cause as &dyn std::error::Error,
             "dashboard: storage"
         );
         status(http::StatusCode::SERVICE_UNAVAILABLE);
-        ServerFnError::new("The database is unavailable. Try again in a moment.")
+        error(td_string!(locale(), messages.db_unavailable))
     }
 
     pub fn not_found(what: String) -> ServerFnError {
@@ -343,7 +358,7 @@ mod server {
             return Ok(None);
         }
         let date = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-            .map_err(|_| ServerFnError::new(format!("'{s}' is not a date (YYYY-MM-DD).")))?;
+            .map_err(|_| error(td_string!(locale(), messages.not_a_date, s)))?;
         let date = if end {
             date.succ_opt().unwrap_or(date)
         } else {
@@ -354,35 +369,16 @@ mod server {
             .map(|t| t.and_utc().timestamp_millis()))
     }
 
-    /// `no such thing` → `No such thing.`
-    pub fn sentence(text: &str) -> String {
-        let mut chars = text.chars();
-        match chars.next() {
-            Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
-            None => text.to_owned(),
-        }
-    }
-
+    /// A moment in the reader's time zone and words.
     pub fn time(ms: i64) -> String {
-        chrono::DateTime::from_timestamp_millis(ms)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-            .unwrap_or_default()
-    }
-
-    pub fn age(ms: i64) -> String {
-        let secs = ((now_ms() - ms) / 1000).max(0);
-        match secs {
-            0..60 => format!("{secs} s"),
-            60..3600 => format!("{} min", secs / 60),
-            3600..86_400 => format!("{} h", secs / 3600),
-            _ => format!("{} d", secs / 86_400),
-        }
+        reader().time(ms)
     }
 
     pub fn claim_row(c: ClaimView) -> ClaimRow {
+        let reader = reader();
         ClaimRow {
-            age: age(c.received_at),
-            received_at: time(c.received_at),
+            age: reader.age(c.received_at),
+            received_at: reader.time(c.received_at),
             received_ms: c.received_at,
             event_id: c.event_id,
             event_type: c.event_type,
@@ -394,8 +390,10 @@ mod server {
     }
 
     pub fn order_detail(o: OrderView) -> OrderDetail {
+        let reader = reader();
+        let locale = reader.locale();
         let currency = o.currency.clone().unwrap_or_else(|| "chf".into());
-        let money = |minor: i64| format_money(minor, &currency);
+        let money = |minor: i64| reader.money(minor, &currency);
         // Revokes and restores carry the refunded total after them; each step's own money is
         // the difference to the one before.
         let mut refunded_before = 0;
@@ -404,29 +402,34 @@ mod server {
             .into_iter()
             .map(|e| {
                 let words = match (e.kind, e.amount) {
-                    (LedgerKind::Unlock, _) => o.amount.map(|a| format!("paid {}", money(a))),
+                    (LedgerKind::Unlock, _) => o
+                        .amount
+                        .map(|a| td_string!(locale, messages.ledger_paid, amount = money(a))),
                     (LedgerKind::Revoke, Some(total)) => {
-                        let step = total - refunded_before;
+                        let step = money(total - refunded_before);
                         refunded_before = total;
-                        Some(format!(
-                            "refund of {} ({} refunded in all)",
-                            money(step),
-                            money(total)
-                        ))
+                        let total = money(total);
+                        Some(td_string!(locale, messages.ledger_refund, step, total))
                     }
                     (LedgerKind::Restore, Some(total)) => {
-                        let step = refunded_before - total;
+                        let step = money(refunded_before - total);
                         refunded_before = total;
-                        Some(format!(
-                            "refund of {} failed; {} refunded in all",
-                            money(step),
-                            money(total)
+                        let total = money(total);
+                        Some(td_string!(
+                            locale,
+                            messages.ledger_refund_failed,
+                            step,
+                            total
                         ))
                     }
-                    (LedgerKind::DisputeHold, Some(a)) => {
-                        Some(format!("dispute over {}", money(a)))
+                    (LedgerKind::DisputeHold, Some(a)) => Some(td_string!(
+                        locale,
+                        messages.ledger_dispute,
+                        amount = money(a)
+                    )),
+                    (LedgerKind::DisputeRelease, _) => {
+                        Some(td_string!(locale, messages.ledger_dispute_won).to_string())
                     }
-                    (LedgerKind::DisputeRelease, _) => Some("dispute won".to_owned()),
                     _ => None,
                 };
                 LedgerRow {
@@ -435,16 +438,12 @@ mod server {
                     money: words.unwrap_or_default(),
                     source_is_event: e.event_id.is_some(),
                     source: e.event_id.or(e.idempotency_key).unwrap_or_default(),
-                    at: time(e.created_at),
+                    at: reader.time(e.created_at),
                 }
             })
             .collect();
         let refundable = match o.amount {
-            Some(amount)
-                if o.status.is_paid()
-                    && !matches!(o.status, OrderStatus::Disputed | OrderStatus::Chargeback)
-                    && amount > o.amount_refunded =>
-            {
+            Some(amount) if o.status.accepts_refunds() && amount > o.amount_refunded => {
                 Some(money(amount - o.amount_refunded))
             }
             _ => None,
@@ -466,10 +465,10 @@ mod server {
                     attempts: r.attempts,
                     object_id: r.object_id,
                     error: r.error,
-                    at: time(r.updated_at),
+                    at: reader.time(r.updated_at),
                 })
                 .collect(),
-            created_at: time(o.created_at),
+            created_at: reader.time(o.created_at),
             order_id: o.order_id,
             status: o.status,
             payment_status: o.payment_status,
@@ -490,6 +489,29 @@ pub async fn get_me() -> Result<Me, ServerFnError> {
     Ok(Me {
         username: operator.username,
         role: operator.role,
+    })
+}
+
+/// How the signed-in operator reads the dashboard, and the time zones to pick from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preferences {
+    /// `None`: as the browser asks.
+    pub language: Option<claimcheck_core::language::Language>,
+    /// `None`: the default zone.
+    pub time_zone: Option<String>,
+    pub zones: Vec<String>,
+    /// Now, as the dashboard shows times to this operator.
+    pub now: String,
+}
+
+#[server(prefix = "/dashboard/fn", endpoint = "preferences")]
+pub async fn get_preferences() -> Result<Preferences, ServerFnError> {
+    let (_, operator) = server::require(Role::Viewer).await?;
+    Ok(Preferences {
+        language: operator.language,
+        time_zone: operator.time_zone,
+        zones: crate::i18n::time_zones().map(str::to_owned).collect(),
+        now: server::time(claimcheck_core::now_ms()),
     })
 }
 
@@ -523,13 +545,11 @@ pub async fn get_two_factor() -> Result<TwoFactor, ServerFnError> {
         .credentials(&operator.username)
         .await
         .map_err(server::unavailable)?
-        .ok_or_else(|| ServerFnError::new("Sign in to continue."))?;
+        .ok_or_else(|| server::error(td_string!(server::locale(), messages.sign_in)))?;
     let enabled = credentials.operator.two_factor;
     let pending = match credentials.totp_secret.filter(|_| !enabled) {
         Some(secret) => Some(PendingTwoFactor {
-            qr_svg: secret
-                .qr_svg(&operator.username)
-                .map_err(|e| ServerFnError::new(e.to_string()))?,
+            qr_svg: secret.qr_svg(&operator.username).map_err(server::error)?,
             secret: secret.as_base32().to_owned(),
         }),
         None => None,
@@ -554,9 +574,10 @@ pub async fn get_two_factor() -> Result<TwoFactor, ServerFnError> {
 /// Claims per state and when they were counted.
 #[server(prefix = "/dashboard/fn", endpoint = "overview")]
 pub async fn get_overview() -> Result<Overview, ServerFnError> {
-    use claimcheck_core::{ClaimState, now_ms};
+    use claimcheck_core::{ClaimState, DeliveryOutcome, now_ms};
 
     let (store, operator) = server::require(Role::Viewer).await?;
+    let reader = crate::i18n::reader();
     let now = now_ms();
     let counts = store
         .claims()
@@ -568,9 +589,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
     let since = (now / hour - 23) * hour;
     let mut hours: Vec<HourCount> = (0..24)
         .map(|i| HourCount {
-            label: chrono::DateTime::from_timestamp_millis(since + i * hour)
-                .map(|t| t.format("%H:00").to_string())
-                .unwrap_or_default(),
+            label: reader.hour(since + i * hour),
             claimed: 0,
             duplicate: 0,
             other: 0,
@@ -583,9 +602,11 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         .map_err(server::unavailable)?
     {
         if let Some(bucket) = usize::try_from(i).ok().and_then(|i| hours.get_mut(i)) {
-            match outcome.as_str() {
-                "claimed" => bucket.claimed += n,
-                "duplicate_event" | "duplicate_action" => bucket.duplicate += n,
+            match outcome {
+                DeliveryOutcome::Claimed => bucket.claimed += n,
+                DeliveryOutcome::DuplicateEvent | DeliveryOutcome::DuplicateAction => {
+                    bucket.duplicate += n
+                }
                 _ => bucket.other += n,
             }
         }
@@ -622,9 +643,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         can_reconcile: operator.role.can_administer()
             && health.as_ref().is_some_and(|h| h.stripe.is_some()),
         backend: store.backend().as_str().to_owned(),
-        checked_at: chrono::DateTime::from_timestamp_millis(now)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
-            .unwrap_or_default(),
+        checked_at: reader.time_precise(now),
         claims: ClaimState::ALL
             .into_iter()
             .map(|state| StateCount {
@@ -657,7 +676,7 @@ pub async fn list_events(
     let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let state = match nonempty(status) {
         None => None,
-        Some(s) => Some(s.parse::<ClaimState>().map_err(ServerFnError::new)?),
+        Some(s) => Some(s.parse::<ClaimState>().map_err(server::error)?),
     };
     let filter = EventFilter {
         state,
@@ -692,6 +711,7 @@ pub async fn list_events(
 /// One event: its claim, payload, deliveries, timeline and the order it touched.
 #[server(prefix = "/dashboard/fn", endpoint = "event")]
 pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
+    use crate::i18n::names;
     use claimcheck_core::fulfilment::{Packages, Plan, plan};
     use claimcheck_core::{EventId, now_ms};
 
@@ -703,15 +723,22 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         .get(&id, now)
         .await
         .map_err(server::unavailable)?
-        .ok_or_else(|| server::not_found(format!("No event {id} was claimed.")))?;
+        .ok_or_else(|| {
+            server::not_found(td_string!(
+                server::locale(),
+                messages.no_event,
+                id = id.clone()
+            ))
+        })?;
     let payload = store
         .claims()
         .payload(&id)
         .await
         .map_err(server::unavailable)?
         .unwrap_or_default();
+    let locale = server::locale();
     let pretty = if payload.is_empty() {
-        "(the payload was pruned after the retention period; the claim is kept)".to_owned()
+        td_string!(locale, messages.payload_pruned).to_string()
     } else {
         serde_json::from_str::<serde_json::Value>(&payload)
             .and_then(|v| serde_json::to_string_pretty(&v))
@@ -724,11 +751,11 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         .map_err(server::unavailable)?
         .into_iter()
         .map(|d| DeliveryRow {
-            outcome: d.outcome,
+            outcome: names::outcome(locale, d.outcome),
             received_at: server::time(d.received_at),
-            detail: d
-                .detail
-                .or(d.duplicate_of.map(|o| format!("claimed by {o}"))),
+            detail: d.detail.or(d
+                .duplicate_of
+                .map(|event| td_string!(locale, messages.claimed_by, event))),
         })
         .collect();
     let planned = plan(&claim.event_type, &payload, &Packages::default());
@@ -752,14 +779,20 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         .map_err(server::unavailable)?;
     let mut timeline = vec![TimelineEntry {
         at: server::time(claim.received_at),
-        what: "claimed (first delivery)".into(),
+        what: td_string!(locale, messages.timeline_claimed).to_string(),
     }];
     for entry in audit {
+        let (action, actor, reason, outcome) =
+            (entry.action, entry.actor, entry.reason, entry.outcome);
         timeline.push(TimelineEntry {
             at: server::time(entry.at),
-            what: format!(
-                "{} by {} ({}): {}",
-                entry.action, entry.actor, entry.reason, entry.outcome
+            what: td_string!(
+                locale,
+                messages.timeline_audit,
+                action,
+                actor,
+                reason,
+                outcome
             ),
         });
     }
@@ -767,27 +800,28 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         let until = claim.lease_expires_at.map(server::time).unwrap_or_default();
         timeline.push(TimelineEntry {
             at: until.clone(),
-            what: format!("leased by {owner} until {until}"),
+            what: td_string!(
+                locale,
+                messages.timeline_leased,
+                owner,
+                until = until.clone()
+            ),
         });
     }
     if claim.attempts > 0 {
+        let n = claim.attempts;
         timeline.push(TimelineEntry {
             at: String::new(),
-            what: format!(
-                "{} attempt(s){}",
-                claim.attempts,
-                claim
-                    .last_error
-                    .as_deref()
-                    .map(|e| format!("; last error: {e}"))
-                    .unwrap_or_default()
-            ),
+            what: match claim.last_error.as_deref() {
+                Some(error) => td_string!(locale, messages.timeline_attempts_error, n, error),
+                None => td_string!(locale, messages.timeline_attempts, n),
+            },
         });
     }
     if let Some(at) = claim.processed_at {
         timeline.push(TimelineEntry {
             at: server::time(at),
-            what: "processed".into(),
+            what: names::state(locale, ClaimState::Processed),
         });
     }
     let redrivable = claim.status.is_redrivable();
@@ -861,7 +895,13 @@ pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
         .await
         .map_err(server::unavailable)?
         .map(server::order_detail)
-        .ok_or_else(|| server::not_found(format!("No order {id}.")))
+        .ok_or_else(|| {
+            server::not_found(td_string!(
+                server::locale(),
+                messages.no_order,
+                id = id.clone()
+            ))
+        })
 }
 
 /// The audit log, newest first, 100 per page before the entry id `before`.
@@ -974,20 +1014,26 @@ pub async fn bulk_preview(
 ) -> Result<BulkPreviewView, ServerFnError> {
     use claimcheck_core::bulk::{BulkFilter, parse_age};
     use claimcheck_core::now_ms;
-    use claimcheck_core::ops::bulk_redrive::{BulkError, describe_filter, preview};
+    use claimcheck_core::ops::bulk_redrive::{BulkError, preview};
 
     let (store, _) = server::require(Role::Support).await?;
     let worker = use_context::<std::sync::Arc<claimcheck_core::worker::WorkerConfig>>()
-        .ok_or_else(|| ServerFnError::new("The dashboard is not connected to the server."))?;
+        .ok_or_else(|| {
+            server::error(td_string!(server::locale(), messages.not_connected_server))
+        })?;
     let now = now_ms();
     let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let state = match nonempty(status) {
         None => None,
-        Some(s) => Some(s.parse::<ClaimState>().map_err(ServerFnError::new)?),
+        Some(s) => Some(s.parse::<ClaimState>().map_err(server::error)?),
     };
     let older = match nonempty(older_than) {
         None => None,
-        Some(age) => Some(now - parse_age(&age).map_err(|e| ServerFnError::new(e.to_string()))?),
+        Some(age) => Some(
+            now - parse_age(&age).map_err(|_| {
+                server::error(td_string!(server::locale(), messages.not_an_age, age))
+            })?,
+        ),
     };
     let to = server::day(&to, true)?;
     let received_before = match (older, to) {
@@ -1006,10 +1052,10 @@ pub async fn bulk_preview(
         .await
         .map_err(|error| match error {
             BulkError::Store(error) => server::unavailable(error),
-            other => ServerFnError::new(server::sentence(&other.to_string())),
+            other => server::error(crate::i18n::explain::bulk(server::locale(), &other)),
         })?;
     Ok(BulkPreviewView {
-        described: describe_filter(&preview.filter),
+        described: crate::i18n::describe_filter(&preview.filter),
         filter: preview.filter,
         claims: preview.claims,
         orders: preview.orders,
@@ -1032,7 +1078,6 @@ pub async fn bulk_preview(
 #[server(prefix = "/dashboard/fn", endpoint = "bulk_batch")]
 pub async fn bulk_batch(batch_id: String) -> Result<Option<BatchDetail>, ServerFnError> {
     use claimcheck_core::bulk::ItemOutcome;
-    use claimcheck_core::ops::bulk_redrive::describe_filter;
     use claimcheck_core::{BatchId, now_ms};
 
     let (store, _) = server::require(Role::Viewer).await?;
@@ -1080,7 +1125,7 @@ pub async fn bulk_batch(batch_id: String) -> Result<Option<BatchDetail>, ServerF
     Ok(Some(BatchDetail {
         done: batch.done(),
         remaining: batch.remaining(),
-        described: describe_filter(&batch.filter),
+        described: crate::i18n::describe_filter(&batch.filter),
         started_at: server::time(batch.created_at),
         finished_at: batch.finished_at.map(server::time),
         batch_id: batch.batch_id,

@@ -9,6 +9,7 @@
 
 pub mod api;
 mod components;
+pub mod i18n;
 mod pages;
 
 use leptos::prelude::*;
@@ -18,10 +19,12 @@ use leptos_router::hooks::use_location;
 use leptos_router::path;
 
 use crate::api::get_me;
+use crate::i18n::*;
 use crate::pages::{
     AlertBadge, AlertsPage, AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage,
     EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage,
-    ReconcilePage, RedrivePage, RefundPage, SearchPage, TwoFactorLoginPage, TwoFactorPage,
+    PreferencesPage, ReconcilePage, RedrivePage, RefundPage, SearchPage, TwoFactorLoginPage,
+    TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only. The bundle's files are named
@@ -33,7 +36,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
@@ -75,15 +78,36 @@ fn content_security_policy() {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    // The language is the server's choice for the request (the operator's, else the
+    // browser's), never a cookie of leptos_i18n's own.
+    #[cfg(feature = "ssr")]
+    let chosen = leptos_use::UseLocalesOptions::default()
+        .ssr_lang_header_getter(|| Some(i18n::reader().language.tag().to_owned()));
+    #[cfg(not(feature = "ssr"))]
+    let chosen = leptos_use::UseLocalesOptions::default();
     view! {
-        <Title formatter=|page: String| format!("{page} · Claimcheck")/>
+        <I18nContextProvider enable_cookie=false ssr_lang_header_getter=chosen>
+            <Frame/>
+        </I18nContextProvider>
+    }
+}
+
+/// The page around every route: the header, the main content, the hydration marker.
+#[component]
+fn Frame() -> impl IntoView {
+    let i18n = use_i18n();
+    let title = move |page: String| t_string!(i18n, common.title_suffix, page).to_string();
+    view! {
+        <Title formatter=title/>
         <Router>
+            <a href="#main" class="skip-link">{t!(i18n, common.skip_to_content)}</a>
             <TopBar/>
-            <main id="main" data-hydrated="false">
+            <main id="main" data-hydrated="false" tabindex="-1">
                 <Routes fallback=NotFound>
                     <Route path=path!("") view=OverviewPage/>
                     <Route path=path!("/login") view=LoginPage/>
                     <Route path=path!("/login/2fa") view=TwoFactorLoginPage/>
+                    <Route path=path!("/account") view=PreferencesPage/>
                     <Route path=path!("/account/2fa") view=TwoFactorPage/>
                     <Route path=path!("/claims") view=ClaimsPage/>
                     <Route path=path!("/claims/redrive") view=BulkRedrivePage/>
@@ -119,74 +143,141 @@ fn HydrationMarker() -> impl IntoView {
     });
 }
 
-/// The navigation and, once signed in, who is signed in and the sign-out button.
+/// The navigation and, once signed in, who is signed in and the sign-out button; the
+/// language switch on every page.
 #[component]
 fn TopBar() -> impl IntoView {
+    let i18n = use_i18n();
     let location = use_location();
     let on_login = location.pathname.get_untracked().starts_with("/login");
     // The search page shows its term in the box again.
     let search_term = (location.pathname.get_untracked() == "/search")
         .then(|| location.query.get_untracked().get("q"))
         .flatten();
+    let search = SearchWords {
+        label: t_string!(i18n, common.search_label).to_string(),
+        placeholder: t_string!(i18n, common.search_placeholder).to_string(),
+        go: t_string!(i18n, common.search_go).to_string(),
+    };
     view! {
         <header class="topbar">
-            <A href="/" attr:class="brand">"Claimcheck"</A>
+            <A href="/" attr:class="brand">{t!(i18n, common.brand)}</A>
             {(!on_login).then(|| {
                 let me = Resource::new(|| (), |_| get_me());
                 view! {
-                    <nav aria-label="Main">
-                        <A href="/">"Overview"</A>
-                        <A href="/claims">"Claims"</A>
-                        <A href="/events">"Events"</A>
-                        <A href="/orders">"Orders"</A>
-                        <A href="/audit">"Audit log"</A>
+                    <nav aria-label=move || t_string!(i18n, common.nav_label)>
+                        <A href="/">{t!(i18n, common.nav_overview)}</A>
+                        <A href="/claims">{t!(i18n, common.nav_claims)}</A>
+                        <A href="/events">{t!(i18n, common.nav_events)}</A>
+                        <A href="/orders">{t!(i18n, common.nav_orders)}</A>
+                        <A href="/audit">{t!(i18n, common.nav_audit)}</A>
                         <AlertBadge/>
                         <Transition fallback=|| ()>
                             {move || {
                                 me.get()
                                     .and_then(Result::ok)
                                     .filter(|me| me.is_admin())
-                                    .map(|_| view! { <A href="/operators">"Operators"</A> })
+                                    .map(|_| view! { <A href="/operators">{t!(i18n, common.nav_operators)}</A> })
                             }}
                         </Transition>
                     </nav>
-                    <HeaderSearch term=search_term.clone()/>
+                    <HeaderSearch term=search_term.clone() words=search.clone()/>
                     <div class="who">
                         <Transition fallback=|| ()>
                             {move || {
                                 me.get()
                                     .and_then(Result::ok)
                                     .map(|me| {
+                                        let role = role_name(i18n, me.role);
                                         view! {
                                             <span data-testid="signed-in-as">
-                                                {me.username} " (" {me.role.as_str()} ")"
+                                                {t!(i18n, common.signed_in_as, name = me.username.clone(), role)}
                                             </span>
                                         }
                                     })
                             }}
                         </Transition>
-                        <A href="/account/2fa">"Two-factor"</A>
+                        <A href="/account">{t!(i18n, common.nav_account)}</A>
                         <form method="post" action="/logout" class="inline">
-                            <button type="submit" class="link-button">"Sign out"</button>
+                            <button type="submit" class="link-button">{t!(i18n, common.sign_out)}</button>
                         </form>
                         <form method="post" action="/logout" class="inline">
                             <input type="hidden" name="everywhere" value="1"/>
-                            <button type="submit" class="link-button" title="End every session of yours, on every device">
-                                "Sign out everywhere"
+                            <button
+                                type="submit"
+                                class="link-button"
+                                title=move || t_string!(i18n, common.sign_out_everywhere_title)
+                            >
+                                {t!(i18n, common.sign_out_everywhere)}
                             </button>
                         </form>
                     </div>
                 }
             })}
+            <LanguageSwitch/>
         </header>
     }
+}
+
+/// A role in the reader's words.
+pub(crate) fn role_name(i18n: I18nContext<Locale>, role: claimcheck_core::auth::Role) -> String {
+    names::role(i18n.get_locale(), role)
+}
+
+/// A plain form that posts the language to `/language` (remembered for the operator and
+/// in this browser) and comes back to this page.
+#[component]
+fn LanguageSwitch() -> impl IntoView {
+    use claimcheck_core::language::Language;
+    let i18n = use_i18n();
+    let location = use_location();
+    let here = {
+        let path = location.pathname.get_untracked();
+        let query = location.search.get_untracked();
+        if query.is_empty() {
+            path
+        } else {
+            format!("{path}?{}", query.trim_start_matches('?'))
+        }
+    };
+    let current = Language::ALL
+        .into_iter()
+        .find(|l| Locale::from(*l) == i18n.get_locale_untracked())
+        .unwrap_or_default();
+    view! {
+        <form method="post" action="/language" class="language inline">
+            <input type="hidden" name="next" value=here/>
+            <label for="language-choice" class="visually-hidden">{t!(i18n, common.language)}</label>
+            <select id="language-choice" name="language">
+                {Language::ALL
+                    .into_iter()
+                    .map(|language| {
+                        view! {
+                            <option value=language.tag() selected=language == current lang=language.tag()>
+                                {language.name()}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+            <button type="submit" class="button small">{t!(i18n, common.language_switch)}</button>
+        </form>
+    }
+}
+
+/// The header search's words, from the server (the island itself carries no translations).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SearchWords {
+    pub label: String,
+    pub placeholder: String,
+    pub go: String,
 }
 
 /// The search box on every page: a plain GET form to `/search/go`, which opens the one
 /// match or lists them. `/` anywhere outside a text field puts the cursor in it (the island's
 /// part: without WASM the box works, the shortcut does not).
 #[island]
-fn HeaderSearch(term: Option<String>) -> impl IntoView {
+fn HeaderSearch(term: Option<String>, words: SearchWords) -> impl IntoView {
     let input = NodeRef::<leptos::html::Input>::new();
     let handle = window_event_listener(leptos::ev::keydown, move |ev| {
         if ev.key() != "/" || ev.ctrl_key() || ev.meta_key() || ev.alt_key() {
@@ -214,19 +305,19 @@ fn HeaderSearch(term: Option<String>) -> impl IntoView {
     on_cleanup(move || handle.remove());
     view! {
         <form method="get" action="/search/go" role="search" class="header-search">
-            <label for="header-search" class="visually-hidden">"Search orders, customers and events"</label>
+            <label for="header-search" class="visually-hidden">{words.label}</label>
             <input
                 id="header-search"
                 node_ref=input
                 type="search"
                 name="q"
                 value=term
-                placeholder="Search id or e-mail  (/)"
+                placeholder=words.placeholder
                 aria-keyshortcuts="/"
                 autocomplete="off"
                 maxlength="320"
             />
-            <button type="submit" class="button small">"Go"</button>
+            <button type="submit" class="button small">{words.go}</button>
         </form>
     }
 }

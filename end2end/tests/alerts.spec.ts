@@ -1,21 +1,11 @@
 // Alerts on the dashboard: a claim that fails opens an alert, which the header counts on
 // every page and the Alerts page shows (the server checks every second in these tests).
 import { test, expect } from "@playwright/test";
-import { createHmac } from "node:crypto";
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { USERS, signIn } from "./support";
+import { USERS, claimStatus, cli, deliver, signIn } from "./support";
 
-const binary = process.env.E2E_BINARY!;
-const env = { ...process.env, DATABASE_URL: process.env.E2E_DATABASE_URL!, RUST_LOG: "warn" };
 const EVENT = "evt_e2e_alert_fails";
-
-function claimStatus(eventId: string): string {
-  return JSON.parse(
-    execFileSync(binary, ["claims", "show", eventId, "--json"], { env, encoding: "utf8" }),
-  ).status;
-}
 
 test("a claim that fails shows as an alert in the header and on the Alerts page", async ({
   page,
@@ -29,22 +19,15 @@ test("a claim that fails shows as an alert in the header and on the Alerts page"
     .replaceAll("ord_pub_0001", "ord_e2e_alert")
     .replaceAll("pi_pub00013Mxc9vLkdIwHu7ix", "pi_e2e_alert")
     .replace('"credits":"40"', '"credits":"lots"');
-  const t = Math.floor(Date.now() / 1000);
-  const v1 = createHmac("sha256", process.env.E2E_WEBHOOK_SECRET!).update(`${t}.${body}`).digest("hex");
-  const delivered = await request.post("/webhooks/stripe", {
-    headers: { "stripe-signature": `t=${t},v1=${v1}`, "content-type": "application/json" },
-    data: body,
-  });
-  expect(delivered.status()).toBe(200);
+  await deliver(request, body);
 
   await signIn(page, USERS.viewer);
   await expect(page.locator('main[data-hydrated="true"]')).toBeAttached();
   await expect(page.getByTestId("alert-badge")).toHaveCount(0);
 
   try {
-    execFileSync(binary, ["claims", "redrive", EVENT, "--reason", "e2e: make it fail"], {
-      env: { ...env, CLAIMCHECK_MAX_ATTEMPTS: "1" },
-      stdio: "ignore",
+    cli(["claims", "redrive", EVENT, "--reason", "e2e: make it fail"], {
+      env: { CLAIMCHECK_MAX_ATTEMPTS: "1" },
     });
   } catch {
     // The re-drive reports the failure with exit 1: that is the point.

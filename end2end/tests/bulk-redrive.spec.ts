@@ -4,26 +4,9 @@
 // does not know the package table (so each fails for good); the server knows it, so the bulk
 // re-drive fulfils them. Nothing seeded for the other specs is touched.
 import { expect, test } from "@playwright/test";
-import { createHmac } from "node:crypto";
-import { execFileSync } from "node:child_process";
-import { USERS, signIn } from "./support";
+import { USERS, claimStatus, cli, deliver, signIn } from "./support";
 
-const binary = process.env.E2E_BINARY!;
-const env = { ...process.env, DATABASE_URL: process.env.E2E_DATABASE_URL!, RUST_LOG: "warn" };
 const COUNT = 6;
-
-function cli(args: string[], extra: Record<string, string> = {}): string {
-  // Its stderr stays out of the report: the first attempts fail on purpose.
-  return execFileSync(binary, args, {
-    env: { ...env, ...extra },
-    encoding: "utf8",
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-}
-
-function claimStatus(eventId: string): string {
-  return JSON.parse(cli(["claims", "show", eventId, "--json"])).status;
-}
 
 function packagedSession(i: number) {
   const order = `ord_e2e_bulk_${i}`;
@@ -54,21 +37,11 @@ test("support filters failed claims, previews, types the count and sees the batc
   request,
 }) => {
   for (let i = 0; i < COUNT; i++) {
-    const body = JSON.stringify(packagedSession(i));
-    const t = Math.floor(Date.now() / 1000);
-    const v1 = createHmac("sha256", process.env.E2E_WEBHOOK_SECRET!)
-      .update(`${t}.${body}`)
-      .digest("hex");
-    const delivered = await request.post("/webhooks/stripe", {
-      headers: { "stripe-signature": `t=${t},v1=${v1}`, "content-type": "application/json" },
-      data: body,
-    });
-    expect(delivered.status()).toBe(200);
+    await deliver(request, JSON.stringify(packagedSession(i)));
     // One attempt, without the package table: it fails for good.
     expect(() =>
       cli(["claims", "redrive", `evt_e2e_bulk_${i}`, "--reason", "first try"], {
-        CLAIMCHECK_MAX_ATTEMPTS: "1",
-        CLAIMCHECK_PACKAGES: "",
+        env: { CLAIMCHECK_MAX_ATTEMPTS: "1", CLAIMCHECK_PACKAGES: "" },
       }),
     ).toThrow();
     expect(claimStatus(`evt_e2e_bulk_${i}`)).toBe("failed");

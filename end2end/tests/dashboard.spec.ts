@@ -100,7 +100,7 @@ test("an admin refunds half an order, then the rest: credits follow the money, e
   await page.getByLabel("Why (kept in the audit log)").fill("half the runs were unused");
   await page.getByRole("button", { name: "Refund now" }).click();
   await expect(page.getByRole("status")).toContainText("Refunded CHF 24.50 (re_");
-  await expect(page.getByTestId("order-status")).toHaveText("partially_refunded");
+  await expect(page.getByTestId("order-status")).toHaveText("partially refunded");
   await expect(page.getByTestId("credits-granted")).toHaveText("20 of 40");
   await expect(page.getByTestId("order-refunded")).toHaveText("CHF 24.50");
   const ledger = page.getByRole("table", { name: "Credit ledger" });

@@ -24,7 +24,8 @@ test("the overview renders, hydrates and refreshes its figures", async ({ page }
 
   const checkedAt = page.getByTestId("checked-at");
   const before = (await checkedAt.textContent()) ?? "";
-  expect(before).toMatch(/UTC$/);
+  // In the reader's time zone (Europe/Zurich unless they chose another), named.
+  expect(before).toMatch(/\d{2}:\d{2}:\d{2} \S+$/);
   await refresh.click();
   await expect(checkedAt).not.toHaveText(before);
 

@@ -78,6 +78,9 @@ pub struct DashboardConfig {
     pub trusted_proxies: TrustedProxies,
     /// Who must sign in with a second factor.
     pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
+    /// The language of pages for a reader who chose none and whose browser asks for
+    /// neither of ours, and of alert messages (which have no reader).
+    pub language: claimcheck_core::language::Language,
 }
 
 impl DashboardConfig {
@@ -98,6 +101,7 @@ impl Default for DashboardConfig {
             public_url: None,
             trusted_proxies: TrustedProxies::default(),
             require_two_factor: Default::default(),
+            language: Default::default(),
         }
     }
 }

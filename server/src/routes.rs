@@ -6,6 +6,7 @@ mod auth;
 mod bulk_redrive;
 mod dashboard;
 mod health;
+mod language;
 mod limits;
 mod metrics;
 mod request_log;
@@ -13,6 +14,7 @@ mod search;
 mod throttle;
 mod two_factor;
 mod webhook;
+mod words;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -86,6 +88,7 @@ pub(crate) fn router(
             },
             trusted_proxies: config.dashboard.trusted_proxies.clone(),
             two_factor: config.dashboard.require_two_factor,
+            language: config.dashboard.language,
         }),
         worker: Arc::new(config.worker.clone()),
         reconcile: config.reconcile.config.clone(),
@@ -115,6 +118,7 @@ pub(crate) fn router(
         )
         .route("/logout", axum::routing::post(auth::logout))
         .merge(actions::router())
+        .merge(language::router())
         .merge(bulk_redrive::router())
         .merge(two_factor::router())
         .merge(search::router())

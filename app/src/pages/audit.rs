@@ -6,9 +6,11 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{AuditRow, get_audit};
 use crate::components::Loaded;
+use crate::i18n::*;
 
 #[component]
 pub fn AuditPage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let before = move || {
         query
@@ -18,32 +20,33 @@ pub fn AuditPage() -> impl IntoView {
     };
     let entries = Resource::new(before, get_audit);
     view! {
-        <Title text="Audit log"/>
+        <Title text=t_string!(i18n, audit.title).to_string()/>
         <section class="page">
-            <h1>"Audit log"</h1>
+            <h1>{t!(i18n, audit.title)}</h1>
             <Loaded resource=entries view=audit_table/>
         </section>
     }
 }
 
 fn audit_table(rows: Vec<AuditRow>) -> impl IntoView {
+    let i18n = use_i18n();
     if rows.is_empty() {
-        return view! { <p class="empty">"Nothing has been done by hand yet."</p> }.into_any();
+        return view! { <p class="empty">{t!(i18n, audit.empty)}</p> }.into_any();
     }
     let older = (rows.len() == 100)
         .then(|| rows.last().map(|r| format!("/audit?before={}", r.id)))
         .flatten();
     view! {
         <div class="table-wrap">
-            <table>
+            <table aria-label=move || t_string!(i18n, audit.title)>
                 <thead>
                     <tr>
-                        <th scope="col">"When"</th>
-                        <th scope="col">"Who"</th>
-                        <th scope="col">"Action"</th>
-                        <th scope="col">"On"</th>
-                        <th scope="col">"Why"</th>
-                        <th scope="col">"Outcome"</th>
+                        <th scope="col">{t!(i18n, audit.col_when)}</th>
+                        <th scope="col">{t!(i18n, audit.col_who)}</th>
+                        <th scope="col">{t!(i18n, audit.col_action)}</th>
+                        <th scope="col">{t!(i18n, audit.col_on)}</th>
+                        <th scope="col">{t!(i18n, audit.col_why)}</th>
+                        <th scope="col">{t!(i18n, audit.col_outcome)}</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -65,7 +68,7 @@ fn audit_table(rows: Vec<AuditRow>) -> impl IntoView {
                 </tbody>
             </table>
         </div>
-        {older.map(|href| view! { <a href=href>"Older entries"</a> })}
+        {older.map(|href| view! { <a href=href>{t!(i18n, audit.older)}</a> })}
     }
     .into_any()
 }

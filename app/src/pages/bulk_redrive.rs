@@ -13,16 +13,27 @@ use crate::api::{
     BatchDetail, BatchProgress, BatchSummary, BulkPreviewView, Me, bulk_batch, bulk_batch_progress,
     bulk_batches, bulk_preview, get_me,
 };
-use crate::components::{ActionNotices, ErrorNotice, Loaded, StateBadge, error_message};
-
-/// The states a bulk re-drive may select; empty is all three.
-const STATES: [&str; 4] = ["", "failed", "stale", "pending"];
+use crate::components::{
+    ActionNotices, ErrorNotice, Loaded, StateBadge, error_message, state_name,
+};
+use crate::i18n::*;
 
 /// The filter fields, as the page's query names them.
 const FIELDS: [&str; 7] = ["status", "type", "from", "to", "older_than", "error", "q"];
 
+/// A batch's state in the reader's words.
+pub(crate) fn batch_state_name(i18n: I18nContext<Locale>, state: BatchState) -> String {
+    match state {
+        BatchState::Running => t_string!(i18n, bulk.batch_running).to_string(),
+        BatchState::Cancelled => t_string!(i18n, bulk.batch_cancelled).to_string(),
+        BatchState::Finished => t_string!(i18n, bulk.batch_finished).to_string(),
+        BatchState::Interrupted => t_string!(i18n, bulk.batch_interrupted).to_string(),
+    }
+}
+
 #[component]
 pub fn BulkRedrivePage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let field = move |name: &'static str| move || query.read().get(name).unwrap_or_default();
     let me = Resource::new(|| (), |_| get_me());
@@ -47,33 +58,35 @@ pub fn BulkRedrivePage() -> impl IntoView {
     );
     let batches = Resource::new(|| (), |_| bulk_batches());
     view! {
-        <Title text="Bulk re-drive"/>
+        <Title text=t_string!(i18n, bulk.title).to_string()/>
         <section class="page">
-            <h1>"Re-drive claims in bulk"</h1>
+            <h1>{t!(i18n, bulk.heading)}</h1>
             <ActionNotices/>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
                 {move || {
                     me.get()
                         .map(|me| match me {
                             Ok(me) if me.can_redrive() => {
                                 view! {
-                                    <p>
-                                        "Pick the claims, look at what a re-drive will do, then confirm by typing "
-                                        "how many. Each claim runs in turn through the same path as a single "
-                                        "re-drive: an order that has its credits gets nothing twice, and a claim "
-                                        "another operator or worker holds is skipped."
-                                    </p>
+                                    <p>{t!(i18n, bulk.intro)}</p>
                                     <form method="get" action="/claims/redrive" class="filters" role="search">
                                         <input type="hidden" name="preview" value="1"/>
                                         <label>
-                                            "State"
+                                            {t!(i18n, bulk.state)}
                                             <select name="status">
-                                                {STATES
-                                                    .map(|s| {
+                                                // Empty: every re-drivable state.
+                                                <option value="" selected=move || field("status")().is_empty()>
+                                                    {t!(i18n, bulk.any_state)}
+                                                </option>
+                                                {ClaimState::ALL
+                                                    .into_iter()
+                                                    .filter(|state| state.is_redrivable())
+                                                    .map(|state| {
+                                                        let s = state.as_str();
                                                         let selected = move || field("status")() == s;
                                                         view! {
                                                             <option value=s selected=selected>
-                                                                {if s.is_empty() { "pending, stale or failed" } else { s }}
+                                                                {state_name(i18n, state)}
                                                             </option>
                                                         }
                                                     })
@@ -81,24 +94,29 @@ pub fn BulkRedrivePage() -> impl IntoView {
                                             </select>
                                         </label>
                                         <label>
-                                            "Type"
+                                            {t!(i18n, bulk.event_type)}
                                             <input name="type" value=field("type") placeholder="checkout.session.completed"/>
                                         </label>
-                                        <label>"Received from" <input name="from" type="date" value=field("from")/></label>
-                                        <label>"Received to" <input name="to" type="date" value=field("to")/></label>
+                                        <label>{t!(i18n, bulk.received_from)} <input name="from" type="date" value=field("from")/></label>
+                                        <label>{t!(i18n, bulk.received_to)} <input name="to" type="date" value=field("to")/></label>
                                         <label>
-                                            "Older than"
+                                            {t!(i18n, bulk.older_than)}
                                             <input name="older_than" value=field("older_than") placeholder="10m, 2h, 3d" size="8"/>
                                         </label>
                                         <label>
-                                            "Last error contains"
+                                            {t!(i18n, bulk.error_contains)}
+                                            // The engine's errors are English: the example is one of them.
                                             <input name="error" value=field("error") placeholder="no credit amount"/>
                                         </label>
                                         <label>
-                                            "Search"
-                                            <input name="q" value=field("q") placeholder="order id, session, email"/>
+                                            {t!(i18n, bulk.search)}
+                                            <input
+                                                name="q"
+                                                value=field("q")
+                                                placeholder=move || t_string!(i18n, bulk.search_placeholder)
+                                            />
                                         </label>
-                                        <button type="submit" class="button">"Preview"</button>
+                                        <button type="submit" class="button">{t!(i18n, bulk.preview)}</button>
                                     </form>
                                     {move || {
                                         preview
@@ -115,9 +133,10 @@ pub fn BulkRedrivePage() -> impl IntoView {
                                     .into_any()
                             }
                             Ok(me) => {
+                                let role = crate::role_name(i18n, me.role);
                                 view! {
                                     <p class="notice notice-error" role="alert">
-                                        "Re-driving needs the support or admin role; you are " {me.role.as_str()} "."
+                                        {t!(i18n, bulk.needs_role, role)}
                                     </p>
                                 }
                                     .into_any()
@@ -126,7 +145,7 @@ pub fn BulkRedrivePage() -> impl IntoView {
                         })
                 }}
             </Transition>
-            <h2>"Recent batches"</h2>
+            <h2>{t!(i18n, bulk.recent_batches)}</h2>
             <Loaded resource=batches view=batch_list/>
         </section>
     }
@@ -134,6 +153,7 @@ pub fn BulkRedrivePage() -> impl IntoView {
 
 #[component]
 fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
+    let i18n = use_i18n();
     let location = use_location();
     // Back to this very preview if the start is refused (the notices are dropped).
     let back = {
@@ -145,10 +165,11 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
             .collect();
         format!("/claims/redrive?{}", kept.join("&"))
     };
+    let described = preview.described.clone();
     if preview.claims == 0 {
         return view! {
             <p class="empty" data-testid="bulk-preview">
-                "No pending, stale or failed claim matches (" {preview.described} "). Nothing to re-drive."
+                {t!(i18n, bulk.nothing_matches, described)}
             </p>
         }
         .into_any();
@@ -159,47 +180,47 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
         view! { <input type="hidden" name=name value=value.unwrap_or_default()/> }
     };
     let more = preview.claims - preview.rows.len() as i64;
+    let (claims, orders, orders_credited) =
+        (preview.claims, preview.orders, preview.orders_credited);
+    let (without_order, unplannable) = (preview.without_order, preview.unplannable);
     view! {
         <div class="preview" data-testid="bulk-preview">
-            <h2>"What a re-drive will do"</h2>
+            <h2>{t!(i18n, bulk.preview_heading)}</h2>
             <dl class="facts">
-                <dt>"Selected"</dt>
-                <dd data-testid="bulk-claims">{preview.claims} " claims (" {preview.described} ")"</dd>
-                <dt>"Orders"</dt>
-                <dd data-testid="bulk-orders">{preview.orders} " distinct orders"</dd>
-                <dt>"Already credited"</dt>
-                <dd data-testid="bulk-credited">
-                    {preview.orders_credited}
-                    " of them have their credits already: a re-drive does not grant them again"
-                </dd>
-                {(preview.without_order > 0)
+                <dt>{t!(i18n, bulk.selected)}</dt>
+                <dd data-testid="bulk-claims">{t!(i18n, bulk.selected_claims, n = claims, described)}</dd>
+                <dt>{t!(i18n, bulk.orders)}</dt>
+                <dd data-testid="bulk-orders">{t!(i18n, bulk.distinct_orders, n = orders)}</dd>
+                <dt>{t!(i18n, bulk.already_credited)}</dt>
+                <dd data-testid="bulk-credited">{t!(i18n, bulk.credited_count, n = orders_credited)}</dd>
+                {(without_order > 0)
                     .then(|| {
                         view! {
-                            <dt>"No order yet"</dt>
-                            <dd>{preview.without_order} " claims are about a payment no order is known for yet"</dd>
+                            <dt>{t!(i18n, bulk.no_order_yet)}</dt>
+                            <dd>{t!(i18n, bulk.without_order, n = without_order)}</dd>
                         }
                     })}
-                {(preview.unplannable > 0)
+                {(unplannable > 0)
                     .then(|| {
                         view! {
-                            <dt>"Will fail again"</dt>
-                            <dd>{preview.unplannable} " claims cannot be fulfilled as they stand"</dd>
+                            <dt>{t!(i18n, bulk.will_fail)}</dt>
+                            <dd>{t!(i18n, bulk.unplannable, n = unplannable)}</dd>
                         }
                     })}
-                <dt>"Outgoing Stripe calls"</dt>
-                <dd>"None: fulfilment writes the ledger only."</dd>
+                <dt>{t!(i18n, bulk.outgoing)}</dt>
+                <dd>{t!(i18n, bulk.outgoing_none)}</dd>
             </dl>
             <div class="table-wrap">
-                <table aria-label="The first claims">
+                <table aria-label=move || t_string!(i18n, bulk.first_claims)>
                     <thead>
                         <tr>
-                            <th scope="col">"Event"</th>
-                            <th scope="col">"Type"</th>
-                            <th scope="col">"State"</th>
-                            <th scope="col">"Age"</th>
-                            <th scope="col">"Order"</th>
-                            <th scope="col">"Credited"</th>
-                            <th scope="col">"Last error"</th>
+                            <th scope="col">{t!(i18n, bulk.col_event)}</th>
+                            <th scope="col">{t!(i18n, bulk.col_type)}</th>
+                            <th scope="col">{t!(i18n, bulk.col_state)}</th>
+                            <th scope="col">{t!(i18n, bulk.col_age)}</th>
+                            <th scope="col">{t!(i18n, bulk.col_order)}</th>
+                            <th scope="col">{t!(i18n, bulk.col_credited)}</th>
+                            <th scope="col">{t!(i18n, bulk.col_last_error)}</th>
                         </tr>
                     </thead>
                     <tbody>
@@ -208,14 +229,22 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                             .into_iter()
                             .map(|r| {
                                 let href = format!("/events/{}", r.claim.event_id);
+                                let order = r
+                                    .order_id
+                                    .unwrap_or_else(|| t_string!(i18n, common.none).to_string());
+                                let credited = if r.credited {
+                                    t_string!(i18n, common.yes).to_string()
+                                } else {
+                                    t_string!(i18n, common.no).to_string()
+                                };
                                 view! {
                                     <tr>
                                         <td class="mono"><a href=href>{r.claim.event_id}</a></td>
                                         <td>{r.claim.event_type}</td>
                                         <td><StateBadge state=r.claim.status/></td>
                                         <td title=r.claim.received_at>{r.claim.age}</td>
-                                        <td class="mono">{r.order_id.unwrap_or_else(|| "-".into())}</td>
-                                        <td>{if r.credited { "yes" } else { "no" }}</td>
+                                        <td class="mono">{order}</td>
+                                        <td>{credited}</td>
                                         <td class="error-text">{r.claim.last_error.unwrap_or_default()}</td>
                                     </tr>
                                 }
@@ -224,7 +253,7 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                     </tbody>
                 </table>
             </div>
-            {(more > 0).then(|| view! { <p class="muted">"… and " {more} " more."</p> })}
+            {(more > 0).then(|| view! { <p class="muted">{t!(i18n, bulk.more, n = more)}</p> })}
             <form method="post" action="/dashboard/actions/bulk-redrive" class="stack">
                 {hidden("status", filter.state.map(|s: ClaimState| s.as_str().to_owned()))}
                 {hidden("event_type", filter.event_type)}
@@ -233,9 +262,11 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                 {hidden("error_contains", filter.error_contains)}
                 {hidden("search", filter.search)}
                 <input type="hidden" name="back" value=back/>
-                <label for="reason">"Why (kept in the audit log)"</label>
+                <label for="reason">{t!(i18n, bulk.reason)}</label>
                 <textarea id="reason" name="reason" required rows="2"></textarea>
-                <label for="confirm">"Type " <strong>{count.clone()}</strong> " to confirm"</label>
+                <label for="confirm">
+                    {t!(i18n, bulk.type_to_confirm, count = count.clone(), <strong> = <strong/>)}
+                </label>
                 <input
                     id="confirm"
                     name="confirm"
@@ -243,9 +274,9 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                     inputmode="numeric"
                     autocomplete="off"
                     pattern=count.clone()
-                    title=format!("Type {count}")
+                    title=t_string!(i18n, bulk.confirm_title, count = count.clone()).to_string()
                 />
-                <button type="submit" class="button">"Re-drive " {count.clone()} " claims"</button>
+                <button type="submit" class="button">{t!(i18n, bulk.redrive_count, count = count.clone())}</button>
             </form>
         </div>
     }
@@ -253,22 +284,23 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
 }
 
 fn batch_list(batches: Vec<BatchSummary>) -> impl IntoView {
+    let i18n = use_i18n();
     if batches.is_empty() {
-        return view! { <p class="empty">"No bulk re-drive yet."</p> }.into_any();
+        return view! { <p class="empty">{t!(i18n, bulk.no_batches)}</p> }.into_any();
     }
     view! {
         <div class="table-wrap">
-            <table aria-label="Recent batches">
+            <table aria-label=move || t_string!(i18n, bulk.recent_batches)>
                 <thead>
                     <tr>
-                        <th scope="col">"Batch"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Done"</th>
-                        <th scope="col">"Failed"</th>
-                        <th scope="col">"Skipped"</th>
-                        <th scope="col">"By"</th>
-                        <th scope="col">"Started"</th>
-                        <th scope="col">"Why"</th>
+                        <th scope="col">{t!(i18n, bulk.col_batch)}</th>
+                        <th scope="col">{t!(i18n, bulk.col_state)}</th>
+                        <th scope="col">{t!(i18n, bulk.col_done)}</th>
+                        <th scope="col">{t!(i18n, bulk.col_failed)}</th>
+                        <th scope="col">{t!(i18n, bulk.col_skipped)}</th>
+                        <th scope="col">{t!(i18n, bulk.by)}</th>
+                        <th scope="col">{t!(i18n, bulk.started)}</th>
+                        <th scope="col">{t!(i18n, bulk.why)}</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -299,24 +331,26 @@ fn batch_list(batches: Vec<BatchSummary>) -> impl IntoView {
 
 #[component]
 fn BatchBadge(state: BatchState) -> impl IntoView {
+    let i18n = use_i18n();
     let class = format!("badge batch-{state}");
-    view! { <span class=class>{state.as_str()}</span> }
+    view! { <span class=class>{batch_state_name(i18n, state)}</span> }
 }
 
 /// One batch's progress. Server-rendered with a refresh link; while it runs, its progress
 /// follows the batch by itself once hydrated ([`LiveProgress`]).
 #[component]
 pub fn BulkBatchPage() -> impl IntoView {
+    let i18n = use_i18n();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let batch = Resource::new(id, bulk_batch);
     let me = Resource::new(|| (), |_| get_me());
     view! {
-        <Title text="Bulk re-drive"/>
+        <Title text=t_string!(i18n, bulk.title).to_string()/>
         <section class="page narrow">
-            <p><a href="/claims/redrive">"← Bulk re-drive"</a></p>
+            <p><a href="/claims/redrive">{t!(i18n, bulk.back)}</a></p>
             <ActionNotices/>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
                 {move || {
                     let me = me.get().and_then(Result::ok);
                     batch
@@ -324,7 +358,8 @@ pub fn BulkBatchPage() -> impl IntoView {
                         .map(|result| match result {
                             Ok(Some(batch)) => view! { <BatchView batch me/> }.into_any(),
                             Ok(None) => {
-                                view! { <ErrorNotice message="No such batch.".to_owned()/> }.into_any()
+                                view! { <ErrorNotice message=t_string!(i18n, bulk.no_batch).to_string()/> }
+                                    .into_any()
                             }
                             Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
                         })
@@ -336,28 +371,24 @@ pub fn BulkBatchPage() -> impl IntoView {
 
 #[component]
 fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
+    let i18n = use_i18n();
     let can_act = me.as_ref().is_some_and(Me::can_redrive);
     let href = format!("/claims/redrive/{}", batch.batch_id);
     let state = batch.state;
+    let by = batch.cancel_requested_by.clone().unwrap_or_default();
+    let (done, total, remaining) = (batch.done, batch.total, batch.remaining);
     let summary = match state {
-        BatchState::Running if batch.cancel_requested_by.is_some() => format!(
-            "Stopping: {} asked it to stop; it stops before its next claim.",
-            batch.cancel_requested_by.clone().unwrap_or_default()
-        ),
-        BatchState::Running => "Running: one claim after the other.".to_owned(),
-        BatchState::Finished => "Finished: every claim was worked.".to_owned(),
-        BatchState::Cancelled => format!(
-            "Cancelled by {} after {} of {} claims; the other {} stay as they were.",
-            batch.cancel_requested_by.clone().unwrap_or_default(),
-            batch.done,
-            batch.total,
-            batch.remaining
-        ),
-        BatchState::Interrupted => format!(
-            "Interrupted: the process running it stopped after {} of {} claims. The other {} \
-             stay as they were; resume it to run them.",
-            batch.done, batch.total, batch.remaining
-        ),
+        BatchState::Running if batch.cancel_requested_by.is_some() => {
+            t_string!(i18n, bulk.summary_stopping, by).to_string()
+        }
+        BatchState::Running => t_string!(i18n, bulk.summary_running).to_string(),
+        BatchState::Finished => t_string!(i18n, bulk.summary_finished).to_string(),
+        BatchState::Cancelled => {
+            t_string!(i18n, bulk.summary_cancelled, by, done, total, remaining).to_string()
+        }
+        BatchState::Interrupted => {
+            t_string!(i18n, bulk.summary_interrupted, done, total, remaining).to_string()
+        }
     };
     let progress = BatchProgress {
         state,
@@ -367,6 +398,7 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
         failed: batch.failed,
         skipped: batch.skipped,
     };
+    let words = ProgressWords::new(i18n);
     let cancel_form = (can_act && state == BatchState::Running && batch.cancel_requested_by.is_none())
         .then(|| {
             view! {
@@ -374,9 +406,10 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
                     <input type="hidden" name="batch_id" value=batch.batch_id.clone()/>
                     <label>
                         <input type="checkbox" name="confirm" value="yes" required/>
-                        " Stop this batch before its next claim (the claims it has not reached stay as they are)"
+                        " "
+                        {t!(i18n, bulk.cancel_confirm)}
                     </label>
-                    <button type="submit" class="button button-danger">"Cancel batch"</button>
+                    <button type="submit" class="button button-danger">{t!(i18n, bulk.cancel_batch)}</button>
                 </form>
             }
         });
@@ -384,13 +417,13 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
         view! {
             <form method="post" action="/dashboard/actions/bulk-redrive/resume" class="stack">
                 <input type="hidden" name="batch_id" value=batch.batch_id.clone()/>
-                <label for="reason">"Why you resume it (kept in the audit log)"</label>
+                <label for="reason">{t!(i18n, bulk.resume_reason)}</label>
                 <textarea id="reason" name="reason" required rows="2"></textarea>
-                <button type="submit" class="button">"Resume"</button>
+                <button type="submit" class="button">{t!(i18n, bulk.resume)}</button>
             </form>
         }
     });
-    let items = |title: &'static str, rows: Vec<crate::api::BatchItemRow>| {
+    let items = |title: String, rows: Vec<crate::api::BatchItemRow>| {
         (!rows.is_empty()).then(|| {
             view! {
                 <h2>{title}</h2>
@@ -413,57 +446,90 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
     };
     view! {
         <div class="page-head">
-            <h1>"Batch " <span class="mono">{batch.batch_id.clone()}</span></h1>
+            <h1>{t!(i18n, bulk.batch_heading)} " " <span class="mono">{batch.batch_id.clone()}</span></h1>
             <span data-testid="batch-state"><BatchBadge state/></span>
         </div>
         <p role="status">{summary}</p>
-        <LiveProgress batch_id=batch.batch_id.clone() progress/>
+        <LiveProgress batch_id=batch.batch_id.clone() progress words/>
         {(state == BatchState::Running)
-            .then(|| view! { <p><a href=href data-testid="batch-refresh">"Refresh"</a></p> })}
+            .then(|| view! { <p><a href=href data-testid="batch-refresh">{t!(i18n, bulk.refresh)}</a></p> })}
         <dl class="facts">
-            <dt>"Claims"</dt>
+            <dt>{t!(i18n, bulk.claims)}</dt>
             <dd>{batch.described}</dd>
-            <dt>"By"</dt>
+            <dt>{t!(i18n, bulk.by)}</dt>
             <dd>{batch.actor}</dd>
-            <dt>"Why"</dt>
+            <dt>{t!(i18n, bulk.why)}</dt>
             <dd>{batch.reason}</dd>
-            <dt>"Started"</dt>
+            <dt>{t!(i18n, bulk.started)}</dt>
             <dd>{batch.started_at}</dd>
-            <dt>"Ended"</dt>
-            <dd>{batch.finished_at.unwrap_or_else(|| "-".into())}</dd>
+            <dt>{t!(i18n, bulk.ended)}</dt>
+            <dd>{batch.finished_at.unwrap_or_else(|| t_string!(i18n, common.none).to_string())}</dd>
         </dl>
         {cancel_form}
         {resume_form}
-        {items("Failed again", batch.failures)}
-        {items("Skipped (someone else held or had done them)", batch.skips)}
+        {items(t_string!(i18n, bulk.failed_again).to_string(), batch.failures)}
+        {items(t_string!(i18n, bulk.skipped_heading).to_string(), batch.skips)}
+    }
+}
+
+/// The words of a batch's progress, from the server: the island runs in the browser, where
+/// there are no translations.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProgressWords {
+    /// The bar's accessible name.
+    pub bar: String,
+    /// The counts line, with `{done}`, `{total}`, `{processed}`, `{failed}` and `{skipped}`
+    /// where the numbers go.
+    pub counts: String,
+}
+
+impl ProgressWords {
+    /// The words in the reader's language.
+    fn new(i18n: I18nContext<Locale>) -> ProgressWords {
+        ProgressWords {
+            bar: t_string!(i18n, bulk.bar_label).to_string(),
+            counts: t_string!(
+                i18n,
+                bulk.progress,
+                done = "{done}",
+                total = "{total}",
+                processed = "{processed}",
+                failed = "{failed}",
+                skipped = "{skipped}"
+            )
+            .to_string(),
+        }
+    }
+
+    /// The counts line for `p`.
+    fn counts(&self, p: BatchProgress) -> String {
+        self.counts
+            .replace("{done}", &p.done.to_string())
+            .replace("{total}", &p.total.to_string())
+            .replace("{processed}", &p.processed.to_string())
+            .replace("{failed}", &p.failed.to_string())
+            .replace("{skipped}", &p.skipped.to_string())
     }
 }
 
 /// A batch's bar and counts. While the batch runs, the island reads its progress every
 /// second; when it has ended, the page is loaded again for the final account (and the forms
-/// that go with it).
+/// that go with it). Its words come from the server ([`ProgressWords`]).
 #[island]
-fn LiveProgress(batch_id: String, progress: BatchProgress) -> impl IntoView {
+fn LiveProgress(batch_id: String, progress: BatchProgress, words: ProgressWords) -> impl IntoView {
     let (current, set_current) = signal(progress);
     if progress.state == BatchState::Running {
         poll_progress(batch_id, set_current);
     }
+    let bar = words.bar.clone();
     view! {
         <progress
             max=move || current.get().total
             value=move || current.get().done
-            aria-label="Claims done"
+            aria-label=bar
             data-testid="batch-bar"
         ></progress>
-        <p data-testid="batch-progress">
-            {move || {
-                let p = current.get();
-                format!(
-                    "{} / {} done: {} processed, {} failed, {} skipped",
-                    p.done, p.total, p.processed, p.failed, p.skipped
-                )
-            }}
-        </p>
+        <p data-testid="batch-progress">{move || words.counts(current.get())}</p>
     }
 }
 

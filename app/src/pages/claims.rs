@@ -7,7 +7,8 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::{EventsPage as Page, get_me, list_events};
-use crate::components::{ActionNotices, Loaded};
+use crate::components::{ActionNotices, Loaded, state_name};
+use crate::i18n::*;
 use crate::pages::events::ClaimTable;
 
 /// The states a claim waits in, the ones that need an operator first.
@@ -20,6 +21,7 @@ const STATES: [ClaimState; 4] = [
 
 #[component]
 pub fn ClaimsPage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let state = move || {
         query
@@ -48,24 +50,24 @@ pub fn ClaimsPage() -> impl IntoView {
             .filter(|me| me.can_redrive() && state.is_redrivable())
             .map(|_| {
                 let href = format!("/claims/redrive?status={state}&preview=1");
-                view! { <a href=href class="button">"Re-drive in bulk…"</a> }
+                view! { <a href=href class="button">{t!(i18n, claims.bulk_link)}</a> }
             })
     };
     view! {
-        <Title text="Claims"/>
+        <Title text=t_string!(i18n, claims.title).to_string()/>
         <section class="page">
             <div class="page-head">
-                <h1>"Claims"</h1>
+                <h1>{t!(i18n, claims.title)}</h1>
                 <Transition fallback=|| ()>{bulk}</Transition>
             </div>
             <ActionNotices/>
-            <nav class="tabs" aria-label="Claim states">
+            <nav class="tabs" aria-label=move || t_string!(i18n, claims.tabs_label)>
                 {STATES
                     .iter()
                     .map(|s| {
                         let href = format!("/claims?status={s}");
                         let current = move || (state() == *s).then_some("page");
-                        view! { <a href=href aria-current=current>{s.as_str()}</a> }
+                        view! { <a href=href aria-current=current data-state=s.as_str()>{state_name(i18n, *s)}</a> }
                     })
                     .collect_view()}
             </nav>

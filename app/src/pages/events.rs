@@ -7,26 +7,30 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::api::{ClaimRow, EventDetail, EventsPage as Page, Me, get_event, get_me, list_events};
-use crate::components::{ActionNotices, ErrorNotice, Loaded, StateBadge, error_message};
+use crate::components::{
+    ActionNotices, ErrorNotice, Loaded, StateBadge, error_message, state_name,
+};
+use crate::i18n::*;
 use crate::pages::orders::OrderSummary;
 
 /// Claims as a table; each row links to its event.
 #[component]
 pub fn ClaimTable(rows: Vec<ClaimRow>) -> impl IntoView {
+    let i18n = use_i18n();
     if rows.is_empty() {
-        return view! { <p class="empty">"No claims here. Nothing is waiting."</p> }.into_any();
+        return view! { <p class="empty">{t!(i18n, events.no_claims)}</p> }.into_any();
     }
     view! {
         <div class="table-wrap">
-            <table>
+            <table aria-label=move || t_string!(i18n, events.table_label)>
                 <thead>
                     <tr>
-                        <th scope="col">"Event"</th>
-                        <th scope="col">"Type"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Age"</th>
-                        <th scope="col">"Attempts"</th>
-                        <th scope="col">"Last error"</th>
+                        <th scope="col">{t!(i18n, events.col_event)}</th>
+                        <th scope="col">{t!(i18n, events.col_type)}</th>
+                        <th scope="col">{t!(i18n, events.col_state)}</th>
+                        <th scope="col">{t!(i18n, events.col_age)}</th>
+                        <th scope="col">{t!(i18n, events.col_attempts)}</th>
+                        <th scope="col">{t!(i18n, events.col_last_error)}</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -60,6 +64,7 @@ pub fn ClaimTable(rows: Vec<ClaimRow>) -> impl IntoView {
 
 #[component]
 pub fn EventsPage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let field = move |name: &'static str| move || query.read().get(name).unwrap_or_default();
     let events = Resource::new(
@@ -91,28 +96,31 @@ pub fn EventsPage() -> impl IntoView {
         })
     };
     view! {
-        <Title text="Events"/>
+        <Title text=t_string!(i18n, events.title).to_string()/>
         <section class="page">
-            <h1>"Events"</h1>
+            <h1>{t!(i18n, events.title)}</h1>
             <form method="get" action="/events" class="filters" role="search">
                 <label>
-                    "Search"
+                    {t!(i18n, events.search)}
                     <input
                         name="q"
                         value=field("q")
-                        placeholder="event, session, payment intent, order id or email"
+                        placeholder=move || t_string!(i18n, events.search_placeholder)
                     />
                 </label>
                 <label>
-                    "State"
+                    {t!(i18n, events.state)}
                     <select name="status">
-                        {std::iter::once("")
-                            .chain(ClaimState::ALL.map(ClaimState::as_str))
-                            .map(|s| {
+                        <option value="" selected=move || field("status")().is_empty()>
+                            {t!(i18n, events.any)}
+                        </option>
+                        {ClaimState::ALL
+                            .map(|state| {
+                                let s = state.as_str();
                                 let selected = move || field("status")() == s;
                                 view! {
                                     <option value=s selected=selected>
-                                        {if s.is_empty() { "any" } else { s }}
+                                        {state_name(i18n, state)}
                                     </option>
                                 }
                             })
@@ -120,13 +128,13 @@ pub fn EventsPage() -> impl IntoView {
                     </select>
                 </label>
                 <label>
-                    "Type" <input name="type" value=field("type") placeholder="checkout.session.completed"/>
+                    {t!(i18n, events.event_type)} <input name="type" value=field("type") placeholder="checkout.session.completed"/>
                 </label>
-                <label>"From" <input name="from" type="date" value=field("from")/></label>
-                <label>"To" <input name="to" type="date" value=field("to")/></label>
-                <button type="submit" class="button">"Filter"</button>
+                <label>{t!(i18n, events.from)} <input name="from" type="date" value=field("from")/></label>
+                <label>{t!(i18n, events.to)} <input name="to" type="date" value=field("to")/></label>
+                <button type="submit" class="button">{t!(i18n, events.filter)}</button>
             </form>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
                 {move || {
                     events
                         .get()
@@ -135,7 +143,7 @@ pub fn EventsPage() -> impl IntoView {
                                 let next = next_link(&page);
                                 view! {
                                     <ClaimTable rows=page.rows/>
-                                    {next.map(|href| view! { <a href=href class="next">"Older events"</a> })}
+                                    {next.map(|href| view! { <a href=href class="next">{t!(i18n, events.older)}</a> })}
                                 }
                                     .into_any()
                             }
@@ -160,15 +168,16 @@ fn urlencode(text: &str) -> String {
 
 #[component]
 pub fn EventPage() -> impl IntoView {
+    let i18n = use_i18n();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let event = Resource::new(id, get_event);
     let me = Resource::new(|| (), |_| get_me());
     view! {
-        <Title text="Event"/>
+        <Title text=t_string!(i18n, events.event_title).to_string()/>
         <section class="page">
             <ActionNotices/>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
                 {move || {
                     let me = me.get().and_then(Result::ok);
                     event
@@ -185,29 +194,30 @@ pub fn EventPage() -> impl IntoView {
 
 #[component]
 fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
+    let i18n = use_i18n();
     let claim = detail.claim;
     let redrive = (detail.redrivable && me.as_ref().is_some_and(Me::can_redrive))
         .then(|| format!("/events/{}/redrive", claim.event_id));
     view! {
         <div class="page-head">
             <h1 class="mono">{claim.event_id.clone()}</h1>
-            {redrive.map(|href| view! { <a href=href class="button">"Re-drive…"</a> })}
+            {redrive.map(|href| view! { <a href=href class="button">{t!(i18n, events.redrive_link)}</a> })}
         </div>
         <dl class="facts">
-            <dt>"Type"</dt>
+            <dt>{t!(i18n, events.event_type)}</dt>
             <dd>{claim.event_type}</dd>
-            <dt>"Object"</dt>
+            <dt>{t!(i18n, events.object)}</dt>
             <dd class="mono">{claim.object_id}</dd>
-            <dt>"State"</dt>
+            <dt>{t!(i18n, events.state)}</dt>
             <dd data-testid="claim-state">
                 <StateBadge state=claim.status/>
             </dd>
-            <dt>"Attempts"</dt>
+            <dt>{t!(i18n, events.attempts)}</dt>
             <dd>{claim.attempts}</dd>
-            <dt>"Received"</dt>
+            <dt>{t!(i18n, events.received)}</dt>
             <dd>{claim.received_at}</dd>
         </dl>
-        <h2>"Timeline"</h2>
+        <h2>{t!(i18n, events.timeline)}</h2>
         <ol class="timeline">
             {detail
                 .timeline
@@ -215,21 +225,15 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
                 .map(|t| view! { <li><span class="muted">{t.at}</span> " " {t.what}</li> })
                 .collect_view()}
         </ol>
-        <h2>"Order"</h2>
+        <h2>{t!(i18n, events.order)}</h2>
         {match (detail.order, detail.order_id) {
             (Some(order), _) => view! { <OrderSummary order/> }.into_any(),
             (None, Some(id)) => {
-                view! {
-                    <p class="empty">
-                        "The event names order " <span class="mono">{id}</span>
-                        ", which has no record yet: its first fulfilment creates it."
-                    </p>
-                }
-                    .into_any()
+                view! { <p class="empty">{t!(i18n, events.order_not_yet, id)}</p> }.into_any()
             }
-            (None, None) => view! { <p class="empty">"No order is linked to this event."</p> }.into_any(),
+            (None, None) => view! { <p class="empty">{t!(i18n, events.no_order)}</p> }.into_any(),
         }}
-        <h2>"Deliveries"</h2>
+        <h2>{t!(i18n, events.deliveries)}</h2>
         <ul class="plain">
             {detail
                 .deliveries
@@ -244,7 +248,7 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
                 })
                 .collect_view()}
         </ul>
-        <h2>"Payload"</h2>
+        <h2>{t!(i18n, events.payload)}</h2>
         <pre class="payload">{detail.payload}</pre>
     }
 }
@@ -252,21 +256,24 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
 /// What a re-drive will do, then the reason and the button.
 #[component]
 pub fn RedrivePage() -> impl IntoView {
+    let i18n = use_i18n();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let event = Resource::new(id, get_event);
     let me = Resource::new(|| (), |_| get_me());
     view! {
-        <Title text="Re-drive"/>
+        <Title text=t_string!(i18n, events.redrive_title).to_string()/>
         <section class="page narrow">
-            <h1>"Re-drive a claim"</h1>
+            <h1>{t!(i18n, events.redrive_heading)}</h1>
             <ActionNotices/>
             <Loaded resource=me view=|me: Me| {
                 (!me.can_redrive())
                     .then(|| {
+                        let i18n = use_i18n();
+                        let role = crate::role_name(i18n, me.role);
                         view! {
                             <p class="notice notice-error" role="alert">
-                                "Re-driving needs the support or admin role; you are " {me.role.as_str()} "."
+                                {t!(i18n, events.redrive_needs_role, role)}
                             </p>
                         }
                     })
@@ -277,19 +284,15 @@ pub fn RedrivePage() -> impl IntoView {
 }
 
 fn redrive_form(detail: EventDetail) -> impl IntoView {
+    let i18n = use_i18n();
     let claim = detail.claim;
     let order = detail.order;
     let effect = match (claim.event_type.as_str(), &order) {
-        ("charge.refunded", _) => {
-            "Revokes the order's credits once, if they are not revoked yet.".to_owned()
+        ("charge.refunded", _) => t_string!(i18n, events.effect_refund).to_string(),
+        (_, Some(o)) if o.credits_granted > 0 => {
+            t_string!(i18n, events.effect_granted, n = o.credits_granted).to_string()
         }
-        (_, Some(o)) if o.credits_granted > 0 => format!(
-            "The order already has {} credit(s) granted: the re-drive finds the unlock in the \
-             ledger and grants nothing twice.",
-            o.credits_granted
-        ),
-        _ => "Fulfils the event: if the session is paid, the order's credits are unlocked once."
-            .to_owned(),
+        _ => t_string!(i18n, events.effect_fulfil).to_string(),
     };
     let keys = order
         .as_ref()
@@ -302,31 +305,31 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
         .unwrap_or_default();
     view! {
         <dl class="facts">
-            <dt>"Event"</dt>
+            <dt>{t!(i18n, events.col_event)}</dt>
             <dd class="mono">{claim.event_id.clone()}</dd>
-            <dt>"Type"</dt>
+            <dt>{t!(i18n, events.event_type)}</dt>
             <dd>{claim.event_type}</dd>
-            <dt>"State"</dt>
+            <dt>{t!(i18n, events.state)}</dt>
             <dd><StateBadge state=claim.status/></dd>
-            <dt>"Order"</dt>
+            <dt>{t!(i18n, events.order)}</dt>
             <dd class="mono">
                 {match (&order, &detail.order_id) {
                     (Some(o), _) => o.order_id.clone(),
-                    (None, Some(id)) => format!("{id} (no order row yet: this fulfilment makes it)"),
-                    (None, None) => "none found in the event".to_owned(),
+                    (None, Some(id)) => t_string!(i18n, events.order_no_row, id = id.clone()).to_string(),
+                    (None, None) => t_string!(i18n, events.order_none).to_string(),
                 }}
             </dd>
-            <dt>"Credits granted"</dt>
+            <dt>{t!(i18n, events.credits_granted)}</dt>
             <dd data-testid="credits-granted">{order.as_ref().map(|o| o.credits_granted).unwrap_or(0)}</dd>
-            <dt>"What happens"</dt>
+            <dt>{t!(i18n, events.what_happens)}</dt>
             <dd>{effect}</dd>
-            <dt>"Outgoing Stripe calls"</dt>
+            <dt>{t!(i18n, events.outgoing)}</dt>
             <dd>
-                "None: fulfilment writes the ledger only. "
+                {t!(i18n, events.outgoing_none)} " "
                 {if keys.is_empty() {
-                    "No Idempotency-Key has been sent for this order.".to_owned()
+                    t_string!(i18n, events.no_keys).to_string()
                 } else {
-                    format!("Keys already sent for this order: {}.", keys.join(", "))
+                    t_string!(i18n, events.keys_sent, keys = keys.join(", ")).to_string()
                 }}
             </dd>
         </dl>
@@ -334,15 +337,15 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             view! {
                 <form method="post" action="/dashboard/actions/redrive" class="stack">
                     <input type="hidden" name="event_id" value=claim.event_id/>
-                    <label for="reason">"Why (kept in the audit log)"</label>
+                    <label for="reason">{t!(i18n, events.reason)}</label>
                     <textarea id="reason" name="reason" required rows="3"></textarea>
-                    <button type="submit" class="button">"Re-drive now"</button>
+                    <button type="submit" class="button">{t!(i18n, events.redrive_now)}</button>
                 </form>
             }
                 .into_any()
         } else {
             view! {
-                <p class="notice">"This claim is " {claim.status.as_str()} ": there is nothing to re-drive."</p>
+                <p class="notice">{t!(i18n, events.nothing_to_redrive, state = state_name(i18n, claim.status))}</p>
             }
                 .into_any()
         }}

@@ -3,17 +3,20 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
+use crate::i18n::*;
+
 #[component]
 pub fn NotFound() -> impl IntoView {
+    let i18n = use_i18n();
     #[cfg(feature = "ssr")]
     if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(http::StatusCode::NOT_FOUND);
     }
     view! {
-        <Title text="Not found"/>
+        <Title text=t_string!(i18n, login.not_found_title).to_string()/>
         <section class="page">
-            <h1>"Page not found"</h1>
-            <p>"Nothing lives at this address. " <a href="/">"Go to the overview"</a> "."</p>
+            <h1>{t!(i18n, login.not_found_heading)}</h1>
+            <p>{t!(i18n, login.not_found_text)} " " <a href="/">{t!(i18n, login.not_found_link)}</a> "."</p>
         </section>
     }
 }

@@ -6,77 +6,99 @@ use leptos_meta::Title;
 
 use crate::api::{OperatorRow, list_operators};
 use crate::components::{ActionNotices, Loaded};
+use crate::i18n::*;
+
+/// What a role may do, in the reader's words.
+fn role_scope(i18n: I18nContext<Locale>, role: Role) -> String {
+    match role {
+        Role::Viewer => t_string!(i18n, operators.scope_viewer).to_string(),
+        Role::Support => t_string!(i18n, operators.scope_support).to_string(),
+        Role::Admin => t_string!(i18n, operators.scope_admin).to_string(),
+    }
+}
 
 #[component]
 pub fn OperatorsPage() -> impl IntoView {
+    let i18n = use_i18n();
     let operators = Resource::new(|| (), |_| list_operators());
     view! {
-        <Title text="Operators"/>
+        <Title text=t_string!(i18n, operators.title).to_string()/>
         <section class="page">
-            <h1>"Operators"</h1>
+            <h1>{t!(i18n, operators.title)}</h1>
             <ActionNotices/>
             <Loaded resource=operators view=operator_table/>
-            <h2>"Add an operator"</h2>
+            <h2>{t!(i18n, operators.add_heading)}</h2>
             <form method="post" action="/dashboard/actions/operators" class="stack narrow">
-                <label for="new-username">"Username"</label>
+                <label for="new-username">{t!(i18n, operators.username)}</label>
                 <input id="new-username" name="username" required autocomplete="off"/>
-                <label for="new-role">"Role"</label>
+                <label for="new-role">{t!(i18n, operators.role)}</label>
                 <select id="new-role" name="role">
                     {Role::ALL
                         .map(|role| {
-                            let what = match role {
-                                Role::Viewer => "reads everything",
-                                Role::Support => "also re-drives claims",
-                                Role::Admin => "also refunds and manages operators",
-                            };
-                            view! {
-                                <option value=role.as_str()>{format!("{role}: {what}")}</option>
-                            }
+                            let option = t_string!(
+                                i18n,
+                                operators.role_option,
+                                role = crate::role_name(i18n, role),
+                                scope = role_scope(i18n, role)
+                            )
+                            .to_string();
+                            view! { <option value=role.as_str()>{option}</option> }
                         })
                         .collect_view()}
                 </select>
-                <label for="new-password">"Password (at least 12 characters)"</label>
+                <label for="new-password">{t!(i18n, operators.password)}</label>
                 <input id="new-password" name="password" type="password" required autocomplete="new-password"/>
-                <button type="submit" class="button">"Add"</button>
+                <button type="submit" class="button">{t!(i18n, operators.add)}</button>
             </form>
         </section>
     }
 }
 
 fn operator_table(rows: Vec<OperatorRow>) -> impl IntoView {
+    let i18n = use_i18n();
     view! {
         <div class="table-wrap">
-            <table aria-label="Operators">
+            <table aria-label=move || t_string!(i18n, operators.title)>
                 <thead>
                     <tr>
-                        <th scope="col">"Username"</th>
-                        <th scope="col">"Role"</th>
-                        <th scope="col">"Since"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Change"</th>
+                        <th scope="col">{t!(i18n, operators.username)}</th>
+                        <th scope="col">{t!(i18n, operators.role)}</th>
+                        <th scope="col">{t!(i18n, operators.since)}</th>
+                        <th scope="col">{t!(i18n, operators.state)}</th>
+                        <th scope="col">{t!(i18n, operators.change)}</th>
                     </tr>
                 </thead>
                 <tbody>
                     {rows
                         .into_iter()
                         .map(|o| {
-                            let toggle = if o.disabled { "enable" } else { "disable" };
+                            // The action's name is the form's field; its button says it in words.
+                            let (toggle, toggle_text) = if o.disabled {
+                                ("enable", t_string!(i18n, operators.enable).to_string())
+                            } else {
+                                ("disable", t_string!(i18n, operators.disable).to_string())
+                            };
+                            let state = if o.disabled {
+                                t_string!(i18n, operators.disabled).to_string()
+                            } else {
+                                t_string!(i18n, operators.active).to_string()
+                            };
                             view! {
                                 <tr>
                                     <td>{o.username.clone()}</td>
-                                    <td>{o.role.as_str()}</td>
+                                    <td>{crate::role_name(i18n, o.role)}</td>
                                     <td>{o.created_at}</td>
-                                    <td>{if o.disabled { "disabled" } else { "active" }}</td>
+                                    <td>{state}</td>
                                     <td class="actions">
                                         <form method="post" action="/dashboard/actions/operators/access" class="inline">
                                             <input type="hidden" name="username" value=o.username.clone()/>
                                             <input type="hidden" name="action" value=toggle/>
-                                            <button type="submit" class="link-button">{toggle}</button>
+                                            <button type="submit" class="link-button">{toggle_text}</button>
                                         </form>
                                         <form method="post" action="/dashboard/actions/operators/access" class="inline">
                                             <input type="hidden" name="username" value=o.username/>
                                             <input type="hidden" name="action" value="remove"/>
-                                            <button type="submit" class="link-button danger">"remove"</button>
+                                            <button type="submit" class="link-button danger">{t!(i18n, operators.remove)}</button>
                                         </form>
                                     </td>
                                 </tr>

@@ -6,27 +6,68 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::api::{Me, OrderDetail, OrderSearch, get_me, get_order, search_orders};
+use claimcheck_core::money::{LedgerKind, OrderStatus};
+
 use crate::components::{ActionNotices, ErrorNotice, Loaded, error_message};
+use crate::i18n::*;
+
+/// An order status in the reader's words.
+pub fn order_status_name(i18n: I18nContext<Locale>, status: OrderStatus) -> String {
+    match status {
+        OrderStatus::AwaitingPayment => t_string!(i18n, orders.status_awaiting_payment),
+        OrderStatus::PaymentFailed => t_string!(i18n, orders.status_payment_failed),
+        OrderStatus::Paid => t_string!(i18n, orders.status_paid),
+        OrderStatus::PartiallyRefunded => t_string!(i18n, orders.status_partially_refunded),
+        OrderStatus::Refunded => t_string!(i18n, orders.status_refunded),
+        OrderStatus::Disputed => t_string!(i18n, orders.status_disputed),
+        OrderStatus::Chargeback => t_string!(i18n, orders.status_chargeback),
+    }
+    .to_string()
+}
+
+/// A ledger entry's kind in the reader's words.
+pub fn ledger_kind_name(i18n: I18nContext<Locale>, kind: LedgerKind) -> String {
+    match kind {
+        LedgerKind::Unlock => t_string!(i18n, orders.kind_unlock),
+        LedgerKind::Revoke => t_string!(i18n, orders.kind_revoke),
+        LedgerKind::Restore => t_string!(i18n, orders.kind_restore),
+        LedgerKind::DisputeHold => t_string!(i18n, orders.kind_dispute_hold),
+        LedgerKind::DisputeRelease => t_string!(i18n, orders.kind_dispute_release),
+    }
+    .to_string()
+}
+
+/// An outgoing request's status (as the store writes it) in the reader's words.
+pub fn request_status_name(i18n: I18nContext<Locale>, status: &str) -> String {
+    match status {
+        "pending" => t_string!(i18n, orders.request_pending).to_string(),
+        "indeterminate" => t_string!(i18n, orders.request_indeterminate).to_string(),
+        "succeeded" => t_string!(i18n, orders.request_succeeded).to_string(),
+        "failed" => t_string!(i18n, orders.request_failed).to_string(),
+        other => other.to_string(),
+    }
+}
 
 #[component]
 pub fn OrdersPage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let term = move || query.read().get("q").unwrap_or_default();
     let found = Resource::new(term, search_orders);
     view! {
-        <Title text="Orders"/>
+        <Title text=t_string!(i18n, orders.title).to_string()/>
         <section class="page">
-            <h1>"Orders and customers"</h1>
+            <h1>{t!(i18n, orders.heading)}</h1>
             <form method="get" action="/orders" class="filters" role="search">
                 <label>
-                    "Find"
+                    {t!(i18n, orders.find)}
                     <input
                         name="q"
                         value=term
-                        placeholder="customer email, order id, session or payment intent"
+                        placeholder=move || t_string!(i18n, orders.find_placeholder)
                     />
                 </label>
-                <button type="submit" class="button">"Search"</button>
+                <button type="submit" class="button">{t!(i18n, orders.search)}</button>
             </form>
             {move || {
                 (!term().trim().is_empty())
@@ -37,9 +78,10 @@ pub fn OrdersPage() -> impl IntoView {
 }
 
 fn results(found: OrderSearch) -> impl IntoView {
+    let i18n = use_i18n();
     if found.orders.is_empty() {
         return view! {
-            <p class="empty">"No order matches. Try the customer's email or the order id."</p>
+            <p class="empty">{t!(i18n, orders.no_match)}</p>
         }
         .into_any();
     }
@@ -49,7 +91,7 @@ fn results(found: OrderSearch) -> impl IntoView {
             .map(|b| {
                 view! {
                     <p class="balance">
-                        "Customer balance: " <strong data-testid="customer-balance">{b}</strong> " credits"
+                        {t!(i18n, orders.balance_before)} <strong data-testid="customer-balance">{b}</strong> {t!(i18n, orders.balance_after)}
                     </p>
                 }
             })}
@@ -61,28 +103,33 @@ fn results(found: OrderSearch) -> impl IntoView {
 /// An order in brief, linking to its page.
 #[component]
 pub fn OrderSummary(order: OrderDetail) -> impl IntoView {
+    let i18n = use_i18n();
     let href = format!("/orders/{}", order.order_id);
     let data_order = order.order_id.clone();
     view! {
         <article class="summary" data-order=data_order>
             <a href=href class="mono">{order.order_id}</a>
-            " · " {order.status.as_str()} " · " {order.customer_email.unwrap_or_default()} " · "
-            <span>{order.credits_granted} " of " {order.credits} " credits granted"</span>
+            " · " <span data-status=order.status.as_str()>{order_status_name(i18n, order.status)}</span> " · "
+            {order.customer_email.unwrap_or_default()} " · "
+            <span>
+                {t!(i18n, orders.credits_granted_of, granted = order.credits_granted, total = order.credits)}
+            </span>
         </article>
     }
 }
 
 #[component]
 pub fn OrderPage() -> impl IntoView {
+    let i18n = use_i18n();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let order = Resource::new(id, get_order);
     let me = Resource::new(|| (), |_| get_me());
     view! {
-        <Title text="Order"/>
+        <Title text=t_string!(i18n, orders.order_title).to_string()/>
         <section class="page">
             <ActionNotices/>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
                 {move || {
                     let me = me.get().and_then(Result::ok);
                     order
@@ -99,50 +146,55 @@ pub fn OrderPage() -> impl IntoView {
 
 #[component]
 fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
+    let i18n = use_i18n();
     let refund = (order.refundable.is_some() && me.as_ref().is_some_and(Me::is_admin))
         .then(|| format!("/orders/{}/refund", order.order_id));
     view! {
         <div class="page-head">
             <h1 class="mono">{order.order_id.clone()}</h1>
-            {refund.map(|href| view! { <a href=href class="button danger">"Refund…"</a> })}
+            {refund.map(|href| view! { <a href=href class="button danger">{t!(i18n, orders.refund_link)}</a> })}
         </div>
         <dl class="facts">
-            <dt>"Status"</dt>
-            <dd data-testid="order-status">{order.status.as_str()}</dd>
-            <dt>"Payment"</dt>
+            <dt>{t!(i18n, orders.status)}</dt>
+            <dd data-testid="order-status" data-status=order.status.as_str()>
+                {order_status_name(i18n, order.status)}
+            </dd>
+            <dt>{t!(i18n, orders.payment)}</dt>
             <dd>{order.payment_status}</dd>
-            <dt>"Customer"</dt>
+            <dt>{t!(i18n, orders.customer)}</dt>
             <dd>{order.customer_email.unwrap_or_default()}</dd>
-            <dt>"Package"</dt>
+            <dt>{t!(i18n, orders.package)}</dt>
             <dd>{order.package.unwrap_or_default()}</dd>
-            <dt>"Credits granted"</dt>
-            <dd data-testid="credits-granted">{order.credits_granted} " of " {order.credits}</dd>
-            <dt>"Paid"</dt>
+            <dt>{t!(i18n, orders.credits_granted)}</dt>
+            <dd data-testid="credits-granted">
+                {t!(i18n, orders.of, granted = order.credits_granted, total = order.credits)}
+            </dd>
+            <dt>{t!(i18n, orders.paid)}</dt>
             <dd data-testid="order-paid">{order.paid.unwrap_or_else(|| "-".into())}</dd>
-            <dt>"Refunded"</dt>
+            <dt>{t!(i18n, orders.refunded)}</dt>
             <dd data-testid="order-refunded">{order.refunded.unwrap_or_else(|| "-".into())}</dd>
-            {order.dispute.map(|d| view! { <dt>"Dispute"</dt><dd data-testid="order-dispute">{d}</dd> })}
-            <dt>"Checkout session"</dt>
+            {order.dispute.map(|d| view! { <dt>{t!(i18n, orders.dispute)}</dt><dd data-testid="order-dispute">{d}</dd> })}
+            <dt>{t!(i18n, orders.checkout_session)}</dt>
             <dd class="mono">{order.checkout_session_id.unwrap_or_default()}</dd>
-            <dt>"Payment intent"</dt>
+            <dt>{t!(i18n, orders.payment_intent)}</dt>
             <dd class="mono">{order.payment_intent_id.unwrap_or_default()}</dd>
-            <dt>"Created"</dt>
-            <dd>{order.created_at}</dd>
+            <dt>{t!(i18n, orders.created)}</dt>
+            <dd data-testid="order-created">{order.created_at}</dd>
         </dl>
-        <h2>"Credit ledger"</h2>
+        <h2>{t!(i18n, orders.ledger)}</h2>
         {if order.ledger.is_empty() {
-            view! { <p class="empty">"No credits granted or revoked yet."</p> }.into_any()
+            view! { <p class="empty">{t!(i18n, orders.no_ledger)}</p> }.into_any()
         } else {
             view! {
                 <div class="table-wrap">
-                    <table aria-label="Credit ledger">
+                    <table aria-label=move || t_string!(i18n, orders.ledger)>
                         <thead>
                             <tr>
-                                <th scope="col">"When"</th>
-                                <th scope="col">"Entry"</th>
-                                <th scope="col">"Credits"</th>
-                                <th scope="col">"Money"</th>
-                                <th scope="col">"Because of"</th>
+                                <th scope="col">{t!(i18n, orders.col_when)}</th>
+                                <th scope="col">{t!(i18n, orders.col_entry)}</th>
+                                <th scope="col">{t!(i18n, orders.col_credits)}</th>
+                                <th scope="col">{t!(i18n, orders.col_money)}</th>
+                                <th scope="col">{t!(i18n, orders.col_because)}</th>
                             </tr>
                         </thead>
                         <tbody>
@@ -159,7 +211,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                                     view! {
                                         <tr>
                                             <td>{e.at}</td>
-                                            <td>{e.kind.as_str()}</td>
+                                            <td data-kind=e.kind.as_str()>{ledger_kind_name(i18n, e.kind)}</td>
                                             <td>{format!("{:+}", e.delta)}</td>
                                             <td>{e.money}</td>
                                             <td>{source}</td>
@@ -173,22 +225,22 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
             }
                 .into_any()
         }}
-        <h2>"Idempotency-Keys sent to Stripe"</h2>
+        <h2>{t!(i18n, orders.keys_heading)}</h2>
         {if order.requests.is_empty() {
-            view! { <p class="empty">"No request has been sent to Stripe for this order."</p> }.into_any()
+            view! { <p class="empty">{t!(i18n, orders.no_requests)}</p> }.into_any()
         } else {
             view! {
                 <div class="table-wrap">
-                    <table aria-label="Stripe requests">
+                    <table aria-label=move || t_string!(i18n, orders.requests_table)>
                         <thead>
                             <tr>
-                                <th scope="col">"Idempotency-Key"</th>
-                                <th scope="col">"Status"</th>
-                                <th scope="col">"HTTP"</th>
-                                <th scope="col">"Attempts"</th>
-                                <th scope="col">"Stripe object"</th>
-                                <th scope="col">"Error"</th>
-                                <th scope="col">"Updated"</th>
+                                <th scope="col">{t!(i18n, orders.col_key)}</th>
+                                <th scope="col">{t!(i18n, orders.col_status)}</th>
+                                <th scope="col">{t!(i18n, orders.col_http)}</th>
+                                <th scope="col">{t!(i18n, orders.col_attempts)}</th>
+                                <th scope="col">{t!(i18n, orders.col_object)}</th>
+                                <th scope="col">{t!(i18n, orders.col_error)}</th>
+                                <th scope="col">{t!(i18n, orders.col_updated)}</th>
                             </tr>
                         </thead>
                         <tbody>
@@ -199,7 +251,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                                     view! {
                                         <tr>
                                             <td class="mono">{r.idempotency_key}</td>
-                                            <td>{r.status}</td>
+                                            <td data-status=r.status.clone()>{request_status_name(i18n, &r.status)}</td>
                                             <td>{r.http_status.map(|s| s.to_string()).unwrap_or("-".into())}</td>
                                             <td>{r.attempts}</td>
                                             <td class="mono">{r.object_id.unwrap_or_default()}</td>
@@ -221,21 +273,23 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
 /// What a refund will do, then the reason and the button (admins).
 #[component]
 pub fn RefundPage() -> impl IntoView {
+    let i18n = use_i18n();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let order = Resource::new(id, get_order);
     let me = Resource::new(|| (), |_| get_me());
     view! {
-        <Title text="Refund"/>
+        <Title text=t_string!(i18n, orders.refund_title).to_string()/>
         <section class="page narrow">
-            <h1>"Refund an order"</h1>
+            <h1>{t!(i18n, orders.refund_heading)}</h1>
             <ActionNotices/>
             <Loaded resource=me view=|me: Me| {
+                let i18n = use_i18n();
                 (!me.is_admin())
                     .then(|| {
                         view! {
                             <p class="notice notice-error" role="alert">
-                                "Refunds need the admin role; you are " {me.role.as_str()} "."
+                                {t!(i18n, orders.refund_needs_admin, role = names::role(i18n.get_locale(), me.role))}
                             </p>
                         }
                     })
@@ -246,24 +300,22 @@ pub fn RefundPage() -> impl IntoView {
 }
 
 fn refund_form(order: OrderDetail) -> impl IntoView {
+    let i18n = use_i18n();
     view! {
         <dl class="facts">
-            <dt>"Order"</dt>
+            <dt>{t!(i18n, orders.order)}</dt>
             <dd class="mono">{order.order_id.clone()}</dd>
-            <dt>"Customer"</dt>
+            <dt>{t!(i18n, orders.customer)}</dt>
             <dd>{order.customer_email.unwrap_or_default()}</dd>
-            <dt>"Payment intent"</dt>
+            <dt>{t!(i18n, orders.payment_intent)}</dt>
             <dd class="mono">{order.payment_intent_id.unwrap_or_default()}</dd>
-            <dt>"Paid"</dt>
+            <dt>{t!(i18n, orders.paid)}</dt>
             <dd>{order.paid.clone().unwrap_or_else(|| "-".into())}</dd>
-            <dt>"Refunded so far"</dt>
+            <dt>{t!(i18n, orders.refunded_so_far)}</dt>
             <dd>{order.refunded.clone().unwrap_or_else(|| "-".into())}</dd>
-            <dt>"What happens"</dt>
+            <dt>{t!(i18n, orders.what_happens)}</dt>
             <dd>
-                "Stripe refunds the amount below (all that is left if you leave it empty); of the "
-                {order.credits_granted} " credit(s) granted, the share refunded is revoked, once. "
-                "The Idempotency-Key names the order and the refunded total after this refund, so "
-                "pressing twice refunds once."
+                {t!(i18n, orders.refund_effect, n = order.credits_granted)}
             </dd>
         </dl>
         {match order.refundable {
@@ -271,11 +323,11 @@ fn refund_form(order: OrderDetail) -> impl IntoView {
                 view! {
                     <form method="post" action="/dashboard/actions/refund" class="stack">
                         <input type="hidden" name="order_id" value=order.order_id/>
-                        <label for="amount">"Amount (up to " {left.clone()} "; empty: all of it)"</label>
+                        <label for="amount">{t!(i18n, orders.amount_label, left = left.clone())}</label>
                         <input id="amount" name="amount" inputmode="decimal" placeholder=left autocomplete="off"/>
-                        <label for="reason">"Why (kept in the audit log)"</label>
+                        <label for="reason">{t!(i18n, orders.reason)}</label>
                         <textarea id="reason" name="reason" required rows="3"></textarea>
-                        <button type="submit" class="button danger">"Refund now"</button>
+                        <button type="submit" class="button danger">{t!(i18n, orders.refund_now)}</button>
                     </form>
                 }
                     .into_any()
@@ -283,7 +335,7 @@ fn refund_form(order: OrderDetail) -> impl IntoView {
             None => {
                 view! {
                     <p class="notice">
-                        "This order is " {order.status.as_str()} ": nothing is left to refund."
+                        {t!(i18n, orders.nothing_to_refund, status = order_status_name(i18n, order.status))}
                     </p>
                 }
                     .into_any()

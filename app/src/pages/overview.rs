@@ -5,23 +5,25 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::{Overview, get_overview};
-use crate::components::{ErrorNotice, error_message};
+use crate::components::{ErrorNotice, StateName, error_message};
+use crate::i18n::*;
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
+    let i18n = use_i18n();
     let overview = Resource::new(|| (), |_| get_overview());
 
     view! {
-        <Title text="Overview"/>
+        <Title text=t_string!(i18n, overview.title).to_string()/>
         <section class="page">
             <div class="page-head">
-                <h1>"Overview"</h1>
+                <h1>{t!(i18n, overview.title)}</h1>
                 // Reads the figures again: the page is the server's, with or without WASM.
                 <form method="get" action="/">
-                    <button type="submit" class="button">"Refresh"</button>
+                    <button type="submit" class="button">{t!(i18n, overview.refresh)}</button>
                 </form>
             </div>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
                 {move || {
                     overview
                         .get()
@@ -39,6 +41,7 @@ pub fn OverviewPage() -> impl IntoView {
 
 #[component]
 fn ClaimCards(overview: Overview) -> impl IntoView {
+    let i18n = use_i18n();
     let cards = overview
         .claims
         .into_iter()
@@ -55,7 +58,7 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
                 <li class=class data-state=data_state>
                     <a href=href>
                         <span class="card-count">{c.count}</span>
-                        <span class="card-label">{state.as_str()}</span>
+                        <span class="card-label"><StateName state/></span>
                     </a>
                 </li>
             }
@@ -78,10 +81,15 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
         .into_iter()
         .map(|h| {
             let height = |n: i64| format!("height: {}%", n * 100 / peak);
-            let title = format!(
-                "{}: {} claimed, {} duplicates, {} other",
-                h.label, h.claimed, h.duplicate, h.other
-            );
+            let title = t_string!(
+                i18n,
+                overview.hour_bar,
+                hour = h.label.clone(),
+                claimed = h.claimed,
+                duplicate = h.duplicate,
+                other = h.other
+            )
+            .to_string();
             view! {
                 <li title=title.clone() aria-label=title>
                     <span class="bar">
@@ -95,63 +103,61 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
         })
         .collect_view();
     let latency = match (overview.ack_p50_ms, overview.ack_p99_ms) {
-        (Some(p50), Some(p99)) => format!(
-            "p50 ≤ {p50} ms, p99 ≤ {p99} ms over {} deliveries since this server started",
-            overview.acked
-        ),
-        _ => "no delivery answered since this server started".to_owned(),
+        (Some(p50), Some(p99)) => {
+            t_string!(i18n, overview.latency, p50, p99, n = overview.acked).to_string()
+        }
+        _ => t_string!(i18n, overview.latency_none).to_string(),
     };
     let signature_alarm = (overview.bad_signatures_in_a_row >= 3).then(|| {
+        let n = overview.bad_signatures_in_a_row;
         view! {
             <p class="notice notice-error" role="alert" data-testid="signature-alarm">
-                {overview.bad_signatures_in_a_row}
-                " deliveries in a row failed the signature check and none was accepted since. "
-                "Check STRIPE_WEBHOOK_SECRET: was the signing secret rolled at Stripe but not "
-                "here? Once fixed, reconcile to recover what Stripe gave up on."
+                {t!(i18n, overview.signature_alarm, n)}
             </p>
         }
     });
     let reconcile = match overview.reconcile {
-        None => "Never ran yet.".to_owned(),
-        Some(run) => match run.error {
-            Some(error) => format!("{} by {}: failed: {error}", run.at, run.actor),
-            None => format!(
-                "{} by {}: {} listed, {} {}",
-                run.at,
-                run.actor,
-                run.listed,
-                run.claimed,
-                if run.dry_run {
-                    "would be claimed (preview)"
-                } else {
-                    "claimed that Stripe never delivered"
+        None => t_string!(i18n, overview.reconcile_never).to_string(),
+        Some(run) => {
+            let (at, actor, listed, claimed) = (run.at, run.actor, run.listed, run.claimed);
+            match (run.error, run.dry_run) {
+                (Some(error), _) => {
+                    t_string!(i18n, overview.reconcile_failed, at, actor, error).to_string()
                 }
-            ),
-        },
+                (None, true) => {
+                    t_string!(i18n, overview.reconcile_preview, at, actor, listed, claimed)
+                        .to_string()
+                }
+                (None, false) => {
+                    t_string!(i18n, overview.reconcile_done, at, actor, listed, claimed).to_string()
+                }
+            }
+        }
     };
     let reconcile_now = overview.can_reconcile.then(|| {
-        view! { <a href="/reconcile" class="button">"Reconcile now…"</a> }
+        view! { <a href="/reconcile" class="button">{t!(i18n, overview.reconcile_now)}</a> }
     });
     view! {
         {signature_alarm}
-        <ul class="cards" aria-label="Claims by state">{cards}</ul>
+        <ul class="cards" aria-label=move || t_string!(i18n, overview.claims_by_state)>{cards}</ul>
         <dl class="facts">
-            <dt>"Credits unlocked today"</dt>
+            <dt>{t!(i18n, overview.credits_today)}</dt>
             <dd data-testid="credits-today">{overview.credits_today}</dd>
-            <dt>"Acknowledgement latency"</dt>
+            <dt>{t!(i18n, overview.ack_latency)}</dt>
             <dd data-testid="ack-latency">{latency}</dd>
-            <dt>"Last reconcile run"</dt>
+            <dt>{t!(i18n, overview.last_reconcile)}</dt>
             <dd data-testid="last-reconcile">{reconcile} " " {reconcile_now}</dd>
         </dl>
-        <h2>"Deliveries, last 24 hours (" {total} ")"</h2>
+        <h2>{t!(i18n, overview.deliveries_24h, n = total)}</h2>
         <p class="legend">
-            <span class="seg claimed"></span> "claimed "
-            <span class="seg duplicate"></span> "duplicates "
-            <span class="seg other"></span> "ignored or refused"
+            <span class="seg claimed"></span> {t!(i18n, overview.legend_claimed)} " "
+            <span class="seg duplicate"></span> {t!(i18n, overview.legend_duplicate)} " "
+            <span class="seg other"></span> {t!(i18n, overview.legend_other)}
         </p>
-        <ol class="chart" aria-label="Deliveries per hour">{bars}</ol>
+        <ol class="chart" aria-label=move || t_string!(i18n, overview.per_hour)>{bars}</ol>
         <p class="muted">
-            "Database: " <span data-testid="backend">{overview.backend}</span> ". Checked at "
+            {t!(i18n, overview.database)} " " <span data-testid="backend">{overview.backend}</span> ". "
+            {t!(i18n, overview.checked_at)} " "
             <time data-testid="checked-at">{overview.checked_at}</time> "."
         </p>
     }

@@ -6,29 +6,29 @@ use leptos_meta::Title;
 
 use crate::api::{ReconcilePreview, get_reconcile_preview};
 use crate::components::{ActionNotices, Loaded};
+use crate::i18n::*;
 
 #[component]
 pub fn ReconcilePage() -> impl IntoView {
+    let i18n = use_i18n();
     let preview = Resource::new(|| (), |_| get_reconcile_preview());
     view! {
-        <Title text="Reconcile"/>
+        <Title text=t_string!(i18n, reconcile.title).to_string()/>
         <section class="page narrow">
-            <h1>"Reconcile with Stripe"</h1>
+            <h1>{t!(i18n, reconcile.heading)}</h1>
             <ActionNotices/>
-            <p>
-                "Lists the events Stripe holds (the last 30 days at most) and claims those that "
-                "never arrived here, through the same path as a delivery: nothing is granted twice."
-            </p>
+            <p>{t!(i18n, reconcile.intro)}</p>
             <Loaded resource=preview view=preview_view/>
         </section>
     }
 }
 
 fn preview_view(preview: ReconcilePreview) -> impl IntoView {
+    let i18n = use_i18n();
     if !preview.configured {
         return view! {
             <p class="notice notice-error" role="alert">
-                "Reconciling needs STRIPE_API_KEY on the server (a restricted key that may read events is enough)."
+                {t!(i18n, reconcile.needs_key)}
             </p>
         }
         .into_any();
@@ -49,27 +49,26 @@ fn preview_view(preview: ReconcilePreview) -> impl IntoView {
         .collect_view();
     view! {
         <p data-testid="reconcile-preview">
-            "Since " {preview.since} ": " {preview.listed} " events listed, "
-            {preview.already_claimed} " claimed already, " <strong>{preview.would_claim}</strong>
-            " would be claimed now."
+            {t!(i18n, reconcile.summary, since = preview.since, listed = preview.listed, already = preview.already_claimed)}
+            " " <strong>{preview.would_claim}</strong> " " {t!(i18n, reconcile.would_claim_now)}
         </p>
         <div class="table-wrap">
-            <table aria-label="Events by type">
+            <table aria-label=move || t_string!(i18n, reconcile.table_label)>
                 <thead>
                     <tr>
-                        <th scope="col">"Type"</th>
-                        <th scope="col">"Listed"</th>
-                        <th scope="col">"Claimed already"</th>
-                        <th scope="col">"Would claim"</th>
+                        <th scope="col">{t!(i18n, reconcile.col_type)}</th>
+                        <th scope="col">{t!(i18n, reconcile.col_listed)}</th>
+                        <th scope="col">{t!(i18n, reconcile.col_already)}</th>
+                        <th scope="col">{t!(i18n, reconcile.col_would)}</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>
             </table>
         </div>
         <form method="post" action="/dashboard/actions/reconcile" class="stack">
-            <label for="reason">"Why (kept in the audit log)"</label>
+            <label for="reason">{t!(i18n, reconcile.reason)}</label>
             <textarea id="reason" name="reason" required rows="2"></textarea>
-            <button type="submit" class="button">"Reconcile now"</button>
+            <button type="submit" class="button">{t!(i18n, reconcile.now)}</button>
         </form>
     }
     .into_any()

@@ -7,24 +7,24 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{SearchView, global_search};
 use crate::components::Loaded;
+use crate::i18n::*;
 use crate::pages::events::ClaimTable;
 use crate::pages::orders::OrderSummary;
 
 #[component]
 pub fn SearchPage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let term = move || query.read().get("q").unwrap_or_default();
     let found = Resource::new(term, global_search);
     view! {
-        <Title text="Search"/>
+        <Title text=t_string!(i18n, search.title).to_string()/>
         <section class="page">
-            <h1>"Search"</h1>
+            <h1>{t!(i18n, search.title)}</h1>
             {move || {
                 if term().trim().is_empty() {
                     view! {
-                        <p class="empty">
-                            "Type an order id, an e-mail, an event, session, payment, charge, refund or customer id in the search box at the top (press / to get there)."
-                        </p>
+                        <p class="empty">{t!(i18n, search.hint)}</p>
                     }
                     .into_any()
                 } else {
@@ -36,43 +36,44 @@ pub fn SearchPage() -> impl IntoView {
 }
 
 fn results(found: SearchView) -> impl IntoView {
+    let i18n = use_i18n();
     let term = found.term.clone();
     if found.customer.is_none() && found.orders.is_empty() && found.events.is_empty() {
         return view! {
             <p class="empty" role="status">
-                "Nothing matches " <span class="mono">{term}</span>
-                ". Ids are matched whole: paste the full order, event, session, payment, charge, refund or customer id, or the e-mail."
+                {t!(i18n, search.nothing_before)} <span class="mono">{term}</span> {t!(i18n, search.nothing_after)}
             </p>
         }
         .into_any();
     }
     view! {
         <p role="status" class="muted">
-            "Results for " <span class="mono">{term}</span>
+            {t!(i18n, search.results_for)} <span class="mono">{term}</span>
         </p>
         {found
             .customer
             .map(|c| {
                 let href = format!("/orders?q={}", c.customer);
                 view! {
-                    <h2>"Customer"</h2>
+                    <h2>{t!(i18n, search.customer)}</h2>
                     <article class="summary" data-testid="search-customer">
                         <a href=href>{c.customer}</a>
-                        " · " {c.orders} " order(s) · balance " <strong>{c.balance}</strong> " credits"
+                        " · " {t!(i18n, search.orders_count, n = c.orders)} " · " {t!(i18n, search.balance)} " "
+                        <strong>{c.balance}</strong> " " {t!(i18n, search.credits)}
                     </article>
                 }
             })}
         {(!found.orders.is_empty())
             .then(|| {
                 view! {
-                    <h2>"Orders"</h2>
+                    <h2>{t!(i18n, search.orders)}</h2>
                     {found.orders.into_iter().map(|order| view! { <OrderSummary order/> }).collect_view()}
                 }
             })}
         {(!found.events.is_empty())
             .then(|| {
                 view! {
-                    <h2>"Events"</h2>
+                    <h2>{t!(i18n, search.events)}</h2>
                     <ClaimTable rows=found.events/>
                 }
             })}

@@ -8,19 +8,21 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{TwoFactor, get_two_factor};
 use crate::components::{ActionNotices, Loaded};
+use crate::i18n::*;
 
 #[component]
 pub fn TwoFactorLoginPage() -> impl IntoView {
+    let i18n = use_i18n();
     let query = use_query_map();
     let next = move || query.read().get("next").unwrap_or_else(|| "/".into());
     view! {
-        <Title text="Sign-in code"/>
+        <Title text=t_string!(i18n, account.code_title).to_string()/>
         <section class="page narrow">
-            <h1>"Sign-in code"</h1>
+            <h1>{t!(i18n, account.code_title)}</h1>
             <ActionNotices/>
             <form method="post" action="/login/2fa" class="stack">
                 <input type="hidden" name="next" value=next/>
-                <label for="code">"Code from your authenticator app (or a recovery code)"</label>
+                <label for="code">{t!(i18n, account.code_label)}</label>
                 <input
                     id="code"
                     name="code"
@@ -29,7 +31,7 @@ pub fn TwoFactorLoginPage() -> impl IntoView {
                     required
                     autofocus
                 />
-                <button type="submit" class="button">"Sign in"</button>
+                <button type="submit" class="button">{t!(i18n, account.sign_in)}</button>
             </form>
         </section>
     }
@@ -37,11 +39,12 @@ pub fn TwoFactorLoginPage() -> impl IntoView {
 
 #[component]
 pub fn TwoFactorPage() -> impl IntoView {
+    let i18n = use_i18n();
     let state = Resource::new(|| (), |_| get_two_factor());
     view! {
-        <Title text="Two-factor sign-in"/>
+        <Title text=t_string!(i18n, account.title).to_string()/>
         <section class="page narrow">
-            <h1>"Two-factor sign-in"</h1>
+            <h1>{t!(i18n, account.title)}</h1>
             <ActionNotices/>
             <Loaded resource=state view=two_factor_view/>
         </section>
@@ -49,56 +52,50 @@ pub fn TwoFactorPage() -> impl IntoView {
 }
 
 fn two_factor_view(state: TwoFactor) -> impl IntoView {
+    let i18n = use_i18n();
     let required = state.required.then(|| {
         view! {
-            <p class="notice notice-error" role="alert">
-                "Your role must sign in with a second factor: set it up to go on."
-            </p>
+            <p class="notice notice-error" role="alert">{t!(i18n, account.required)}</p>
         }
     });
     let codes = (!state.fresh_codes.is_empty()).then(|| {
         view! {
-            <h2>"Recovery codes"</h2>
-            <p>
-                "Each one signs you in once if your phone is lost. They are shown only now: "
-                "print them or keep them in a password manager."
-            </p>
+            <h2>{t!(i18n, account.recovery_heading)}</h2>
+            <p>{t!(i18n, account.recovery_intro)}</p>
             <ul class="recovery-codes mono" data-testid="recovery-codes">
                 {state.fresh_codes.into_iter().map(|c| view! { <li>{c}</li> }).collect_view()}
             </ul>
         }
     });
     let body = if state.enabled {
+        let left = state.recovery_codes_left;
         view! {
-            <p data-testid="two-factor-status">
-                "On. Sign-in asks for a code from your authenticator app. Recovery codes left: "
-                {state.recovery_codes_left} "."
-            </p>
-            <p class="muted">
-                "Lost your phone? An admin resets it: claimcheck operator reset-2fa YOUR-NAME."
-            </p>
+            <p data-testid="two-factor-status">{t!(i18n, account.status_on, left)}</p>
+            <p class="muted">{t!(i18n, account.lost_phone)}</p>
         }
         .into_any()
     } else if let Some(pending) = state.pending {
         view! {
-            <p>"Scan this code with an authenticator app, then enter the code it shows."</p>
-            <div class="qr" role="img" aria-label="QR code for your authenticator app" inner_html=pending.qr_svg></div>
-            <p>"Or type this key in by hand: " <code data-testid="totp-secret">{pending.secret}</code></p>
+            <p>{t!(i18n, account.scan)}</p>
+            <div
+                class="qr"
+                role="img"
+                aria-label=t_string!(i18n, account.qr_label).to_string()
+                inner_html=pending.qr_svg
+            ></div>
+            <p>{t!(i18n, account.by_hand)} " " <code data-testid="totp-secret">{pending.secret}</code></p>
             <form method="post" action="/dashboard/actions/2fa/confirm" class="stack">
-                <label for="code">"Code from the app"</label>
+                <label for="code">{t!(i18n, account.app_code)}</label>
                 <input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" required/>
-                <button type="submit" class="button">"Turn on"</button>
+                <button type="submit" class="button">{t!(i18n, account.turn_on)}</button>
             </form>
         }
             .into_any()
     } else {
         view! {
-            <p data-testid="two-factor-status">
-                "Off. With it on, signing in needs your password and a code from an "
-                "authenticator app on your phone."
-            </p>
+            <p data-testid="two-factor-status">{t!(i18n, account.status_off)}</p>
             <form method="post" action="/dashboard/actions/2fa/begin">
-                <button type="submit" class="button">"Set up"</button>
+                <button type="submit" class="button">{t!(i18n, account.set_up)}</button>
             </form>
         }
         .into_any()

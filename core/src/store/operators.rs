@@ -5,6 +5,7 @@ use serde::Serialize;
 use super::{BeginWrite, Operators, Sessions};
 use crate::auth::Role;
 use crate::error::StoreError;
+use crate::language::Language;
 use crate::two_factor::TotpSecret;
 
 /// An operator as the dashboard and CLI show it: never the hash or the secret.
@@ -16,6 +17,10 @@ pub struct OperatorView {
     pub disabled_at: Option<i64>,
     /// Whether sign-in asks for a code from an authenticator app.
     pub two_factor: bool,
+    /// The dashboard's language chosen by the operator; `None`: as the browser asks.
+    pub language: Option<Language>,
+    /// The IANA time zone the dashboard shows times in; `None`: the default (Europe/Zurich).
+    pub time_zone: Option<String>,
 }
 
 /// An operator with the hash and second factor, for signing in.
@@ -35,10 +40,22 @@ type OperatorRow = (
     Option<i64>,
     Option<String>,
     Option<i64>,
+    Option<String>,
+    Option<String>,
 );
 
 fn operator_row(row: OperatorRow) -> Result<OperatorCredentials, StoreError> {
-    let (username, password_hash, role, created_at, disabled_at, secret, enabled_at) = row;
+    let (
+        username,
+        password_hash,
+        role,
+        created_at,
+        disabled_at,
+        secret,
+        enabled_at,
+        language,
+        time_zone,
+    ) = row;
     Ok(OperatorCredentials {
         operator: OperatorView {
             role: role.parse().map_err(StoreError::Corrupt)?,
@@ -46,14 +63,18 @@ fn operator_row(row: OperatorRow) -> Result<OperatorCredentials, StoreError> {
             created_at,
             disabled_at,
             two_factor: enabled_at.is_some(),
+            language: language
+                .map(|l| l.parse().map_err(StoreError::Corrupt))
+                .transpose()?,
+            time_zone,
         },
         password_hash,
         totp_secret: secret.map(TotpSecret::from_base32),
     })
 }
 
-const OPERATOR_COLUMNS: &str =
-    "username, password_hash, role, created_at, disabled_at, totp_secret, totp_enabled_at";
+const OPERATOR_COLUMNS: &str = "username, password_hash, role, created_at, disabled_at, \
+                                totp_secret, totp_enabled_at, language, time_zone";
 
 const DELETE_SESSIONS_OF: &str = "DELETE FROM dashboard_sessions WHERE username = $1";
 
@@ -70,6 +91,23 @@ impl Operators<'_> {
                            VALUES ($1, $2, $3, $4) ON CONFLICT (username) DO NOTHING";
         let n = on_pool!(self, pool => {
             sqlx::query(SQL).bind(username).bind(password_hash).bind(role.as_str()).bind(now)
+                .execute(pool).await.map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    /// Remembers how `username` reads the dashboard: its language (`None`: as the browser
+    /// asks) and time zone (`None`: the default). The caller checks the zone is one it knows.
+    /// `false` if there is no such operator.
+    pub async fn set_preferences(
+        self,
+        username: &str,
+        language: Option<Language>,
+        time_zone: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE operators SET language = $2, time_zone = $3 WHERE username = $1";
+        let n = on_pool!(self, pool => {
+            sqlx::query(SQL).bind(username).bind(language.map(Language::tag)).bind(time_zone)
                 .execute(pool).await.map(|r| r.rows_affected())
         })?;
         Ok(n == 1)

@@ -182,6 +182,15 @@ pub struct ServeArgs {
         default_value = "off"
     )]
     pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
+    /// The language (en or de-CH) of alert messages, and of the dashboard for a reader who
+    /// chose none and whose browser asks for neither.
+    #[arg(
+        long = "language",
+        env = "CLAIMCHECK_LANGUAGE",
+        value_name = "CLAIMCHECK_LANGUAGE",
+        default_value = "en"
+    )]
+    pub language: claimcheck_core::language::Language,
     /// How often the reconciler lists Stripe's events and claims the ones never delivered
     /// (`15m`, `1h`, `90s`; `0` turns it off). It needs STRIPE_API_KEY.
     #[arg(
@@ -435,6 +444,7 @@ impl ServeArgs {
                 public_url: self.public_url,
                 trusted_proxies: self.trusted_proxies,
                 require_two_factor: self.require_two_factor,
+                language: self.language,
             },
             alerts: self.alerts.into_config()?,
             retention: (self.retention_days > 0)

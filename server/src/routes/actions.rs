@@ -3,21 +3,24 @@
 //! engine functions as the CLI, land in the audit log, and answer with a redirect to the page
 //! they came from carrying a notice or an error.
 
+use app::i18n::explain;
+use app::i18n::{names, td_string};
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
-use claimcheck_core::auth::{Role, SignedIn};
-use claimcheck_core::money::{format_money, parse_money};
+use claimcheck_core::auth::{AccessRefused, Role, SignedIn};
+use claimcheck_core::money::parse_money;
 use claimcheck_core::ops::{self, AccessChange, Actor, OpsError, Username};
-use claimcheck_core::payments;
-use claimcheck_core::worker::{Attempt, Worker};
-use claimcheck_core::{EventId, OrderId};
+use claimcheck_core::payments::{self, PaymentError};
+use claimcheck_core::worker::{Attempt, RedriveRefused, Worker};
+use claimcheck_core::{EventId, OrderId, StoreError};
 use serde::Deserialize;
 
 use super::AppState;
 use super::auth::urlencode;
+use super::words::Reading;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -28,41 +31,43 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/actions/reconcile", post(reconcile))
 }
 
-/// Why an action was refused before it ran.
-pub(crate) enum Refused {
-    SignIn,
-    Role { needed: Role, have: Role },
-}
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        match self {
-            Refused::SignIn => (StatusCode::UNAUTHORIZED, "Sign in first.").into_response(),
-            Refused::Role { needed, have } => (
-                StatusCode::FORBIDDEN,
-                format!("Refused: this needs the {needed} role; you are {have}."),
+/// The operator, if signed in with at least `needed` (the engine's one guard); otherwise
+/// the refusal, 401 or 403, in the reader's words.
+pub(crate) fn require(
+    reading: Reading,
+    operator: Option<&SignedIn>,
+    needed: Role,
+) -> Result<&SignedIn, Response> {
+    claimcheck_core::auth::require(operator, needed).map_err(|refused| {
+        let locale = reading.locale();
+        match refused {
+            AccessRefused::SignIn => (
+                StatusCode::UNAUTHORIZED,
+                td_string!(locale, messages.sign_in).to_string(),
             )
                 .into_response(),
+            AccessRefused::Role { needed, have } => {
+                let (needed, role) = (names::role(locale, needed), names::role(locale, have));
+                (
+                    StatusCode::FORBIDDEN,
+                    td_string!(locale, messages.refused_role, needed, role),
+                )
+                    .into_response()
+            }
         }
-    }
-}
-
-/// The operator, if signed in with at least `needed`.
-pub(crate) fn require(operator: Option<&SignedIn>, needed: Role) -> Result<&SignedIn, Refused> {
-    match operator {
-        None => Err(Refused::SignIn),
-        Some(op) if !op.role.allows(needed) => Err(Refused::Role {
-            needed,
-            have: op.role,
-        }),
-        Some(op) => Ok(op),
-    }
+    })
 }
 
 /// Back to `page` (a dashboard path, possibly with a query) with a notice or an error.
 pub(super) fn back(page: &str, key: &str, message: &str) -> Response {
     let joiner = if page.contains('?') { '&' } else { '?' };
     Redirect::to(&format!("{page}{joiner}{key}={}", urlencode(message))).into_response()
+}
+
+/// A storage failure, logged here once, as the sentence the operator sees.
+pub(super) fn unavailable(reading: Reading, what: &str, error: &StoreError) -> String {
+    tracing::error!(error = error as &dyn std::error::Error, "{what}: storage");
+    td_string!(reading.locale(), messages.db_unavailable).to_string()
 }
 
 #[derive(Deserialize)]
@@ -73,24 +78,23 @@ pub(super) struct RedriveForm {
 
 async fn redrive(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<RedriveForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Support) {
+    let operator = match require(reading, operator.as_deref(), Role::Support) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let Ok(event_id) = EventId::parse(form.event_id.trim()) else {
-        return back("/claims", "error", "That is not an event id.");
+        return back(
+            "/claims",
+            "error",
+            &td_string!(locale, messages.not_an_event_id),
+        );
     };
     let page = format!("/events/{event_id}");
-    if form.reason.trim().is_empty() {
-        return back(
-            &format!("{page}/redrive"),
-            "error",
-            "Say why you re-drive it.",
-        );
-    }
     let actor = Actor::Dashboard(operator.username.clone());
     let worker = Worker::new(
         state.store.clone(),
@@ -99,41 +103,42 @@ async fn redrive(
     )
     .with_observer(state.webhook.metrics.clone());
     match worker.redrive(&event_id, &actor, form.reason.trim()).await {
-        Ok(Ok(Attempt::Processed { .. })) => back(&page, "notice", "Re-driven: processed."),
-        Ok(Ok(Attempt::Failed { error, gave_up, .. })) => back(
-            &page,
-            "error",
-            &format!(
-                "Re-driven, but it failed again{}: {error}",
-                if gave_up {
-                    " and is failed"
-                } else {
-                    "; it will be retried"
-                }
-            ),
-        ),
+        Ok(Ok(Attempt::Processed { .. })) => {
+            back(&page, "notice", &td_string!(locale, messages.redriven))
+        }
+        Ok(Ok(Attempt::Failed { error, gave_up, .. })) => {
+            let message = if gave_up {
+                td_string!(locale, messages.redrive_failed_final, error)
+            } else {
+                td_string!(locale, messages.redrive_failed_retry, error)
+            };
+            back(&page, "error", &message)
+        }
         Ok(Ok(Attempt::LeaseLost { .. })) => back(
             &page,
             "error",
-            "Another worker took this claim over while it ran; nothing was written twice.",
+            &td_string!(locale, messages.redrive_lease_lost),
         ),
         Ok(Ok(Attempt::Deferred { .. })) => back(
             &page,
             "error",
-            "The database was unavailable the whole time; the claim will run again by itself.",
+            &td_string!(locale, messages.redrive_deferred),
         ),
-        Ok(Err(refused)) => back(&page, "error", &format!("Not re-driven: {refused}.")),
-        Err(error) => {
-            tracing::error!(
-                error = &error as &dyn std::error::Error,
-                "re-drive: storage"
-            );
+        // Back to the form, which asks for the reason.
+        Ok(Err(RedriveRefused::NoReason)) => back(
+            &format!("{page}/redrive"),
+            "error",
+            &td_string!(locale, messages.redrive_no_reason),
+        ),
+        Ok(Err(refused)) => {
+            let why = explain::redrive(locale, &refused);
             back(
                 &page,
                 "error",
-                "The database is unavailable. Try again in a moment.",
+                &td_string!(locale, messages.not_redriven, why),
             )
         }
+        Err(error) => back(&page, "error", &unavailable(reading, "re-drive", &error)),
     }
 }
 
@@ -148,41 +153,51 @@ pub(super) struct RefundForm {
 
 async fn refund(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<RefundForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Admin) {
+    let operator = match require(reading, operator.as_deref(), Role::Admin) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let Ok(order_id) = OrderId::parse(form.order_id.trim()) else {
-        return back("/orders", "error", "That is not an order id.");
+        return back(
+            "/orders",
+            "error",
+            &td_string!(locale, messages.not_an_order_id),
+        );
     };
     let page = format!("/orders/{order_id}");
-    if form.reason.trim().is_empty() {
-        return back(&format!("{page}/refund"), "error", "Say why you refund it.");
-    }
+    let form_page = format!("{page}/refund");
     let Some(stripe) = state.api.stripe.as_ref() else {
-        return back(&page, "error", "Refunds need STRIPE_API_KEY on the server.");
+        return back(&page, "error", &td_string!(locale, messages.refund_no_key));
     };
     let amount = if form.amount.trim().is_empty() {
         None
     } else {
         let currency = match state.store.orders().get(&order_id).await {
             Ok(Some(order)) => order.currency.unwrap_or_else(|| "chf".into()),
-            Ok(None) => return back("/orders", "error", "No such order."),
-            Err(error) => {
-                tracing::error!(error = &error as &dyn std::error::Error, "refund: storage");
+            Ok(None) => {
                 return back(
-                    &page,
+                    "/orders",
                     "error",
-                    "The database is unavailable. Try again in a moment.",
+                    &td_string!(locale, messages.no_order, id = order_id),
                 );
             }
+            Err(error) => return back(&page, "error", &unavailable(reading, "refund", &error)),
         };
         match parse_money(&form.amount, &currency) {
             Ok(minor) => Some(minor),
-            Err(problem) => return back(&format!("{page}/refund"), "error", &problem),
+            Err(_) => {
+                let amount = form.amount.trim();
+                return back(
+                    &form_page,
+                    "error",
+                    &td_string!(locale, messages.not_an_amount, amount),
+                );
+            }
         }
     };
     let actor = Actor::Dashboard(operator.username.clone());
@@ -196,22 +211,42 @@ async fn refund(
     )
     .await
     {
-        Ok(done) if done.already_refunded => back(&page, "notice", "It was already refunded."),
+        Ok(done) if done.already_refunded => back(
+            &page,
+            "notice",
+            &td_string!(locale, messages.already_refunded),
+        ),
         Ok(done) => {
             let currency = done.order.currency.as_deref().unwrap_or("chf");
+            let amount = done
+                .amount
+                .map(|a| reading.0.money(a, currency))
+                .unwrap_or_default();
+            let refund = done
+                .refund_id
+                .unwrap_or_else(|| td_string!(locale, messages.refund_id_unknown).to_string());
             back(
                 &page,
                 "notice",
-                &format!(
-                    "Refunded {} ({}); credits revoked in proportion.",
-                    done.amount
-                        .map(|a| format_money(a, currency))
-                        .unwrap_or_default(),
-                    done.refund_id.as_deref().unwrap_or("refund id unknown")
-                ),
+                &td_string!(locale, messages.refunded, amount, refund),
             )
         }
-        Err(error) => back(&page, "error", &format!("Not refunded: {error}")),
+        Err(PaymentError::NoReason) => back(
+            &form_page,
+            "error",
+            &td_string!(locale, messages.refund_no_reason),
+        ),
+        Err(PaymentError::Store(error)) => {
+            back(&page, "error", &unavailable(reading, "refund", &error))
+        }
+        Err(error) => {
+            let why = explain::payment(locale, &error);
+            back(
+                &page,
+                "error",
+                &td_string!(locale, messages.not_refunded, why),
+            )
+        }
     }
 }
 
@@ -224,32 +259,37 @@ pub(super) struct OperatorForm {
 
 async fn add_operator(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<OperatorForm>,
 ) -> Response {
-    let admin = match require(operator.as_deref(), Role::Admin) {
+    let admin = match require(reading, operator.as_deref(), Role::Admin) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let username = match Username::parse(&form.username) {
         Ok(username) => username,
-        Err(error) => return back("/operators", "error", &sentence(&error)),
+        Err(error) => return back("/operators", "error", &refusal(reading, &error)),
     };
     let Ok(role) = form.role.parse::<Role>() else {
         return back(
             "/operators",
             "error",
-            "Pick a role: viewer, support or admin.",
+            &td_string!(locale, messages.pick_role),
         );
     };
     let actor = Actor::Dashboard(admin.username);
     match ops::add_operator(&state.store, &actor, &username, role, form.password).await {
-        Ok(()) => back(
-            "/operators",
-            "notice",
-            &format!("Added {username} ({role})."),
-        ),
-        Err(error) => back("/operators", "error", &refusal(&error)),
+        Ok(()) => {
+            let (name, role) = (username, names::role(locale, role));
+            back(
+                "/operators",
+                "notice",
+                &td_string!(locale, messages.operator_added, name, role),
+            )
+        }
+        Err(error) => back("/operators", "error", &refusal(reading, &error)),
     }
 }
 
@@ -262,53 +302,48 @@ pub(super) struct AccessForm {
 
 async fn set_access(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<AccessForm>,
 ) -> Response {
-    let admin = match require(operator.as_deref(), Role::Admin) {
+    let admin = match require(reading, operator.as_deref(), Role::Admin) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let (username, change) = match (
         Username::parse(&form.username),
         form.action.parse::<AccessChange>(),
     ) {
         (Ok(username), Ok(change)) => (username, change),
         (Err(error), _) | (_, Err(error)) => {
-            return back("/operators", "error", &sentence(&error));
+            return back("/operators", "error", &refusal(reading, &error));
         }
     };
     let actor = Actor::Dashboard(admin.username);
     match ops::change_access(&state.store, &actor, &username, change).await {
-        Ok(()) => back(
-            "/operators",
-            "notice",
-            &format!("{username}: {}.", change.done()),
-        ),
-        Err(error) => back("/operators", "error", &refusal(&error)),
+        Ok(()) => {
+            let name = username;
+            let message = match change {
+                AccessChange::Disable => td_string!(locale, messages.operator_disabled, name),
+                AccessChange::Enable => td_string!(locale, messages.operator_enabled, name),
+                AccessChange::Remove => td_string!(locale, messages.operator_removed, name),
+                AccessChange::ResetTwoFactor => {
+                    td_string!(locale, messages.operator_two_factor_reset, name)
+                }
+            };
+            back("/operators", "notice", &message)
+        }
+        Err(error) => back("/operators", "error", &refusal(reading, &error)),
     }
 }
 
 /// An operations error as a notice: storage failures are logged here and shown without
 /// their internals.
-fn refusal(error: &OpsError) -> String {
-    if let OpsError::Store(cause) = error {
-        tracing::error!(
-            error = cause as &dyn std::error::Error,
-            "operator action: storage"
-        );
-        return "The database is unavailable. Try again in a moment.".into();
-    }
-    sentence(error)
-}
-
-/// `no operator ana` → `No operator ana.`
-pub(super) fn sentence(error: &dyn std::fmt::Display) -> String {
-    let text = error.to_string();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
-        None => text,
+fn refusal(reading: Reading, error: &OpsError) -> String {
+    match error {
+        OpsError::Store(cause) => unavailable(reading, "operator action", cause),
+        other => explain::ops(reading.locale(), other),
     }
 }
 
@@ -321,22 +356,24 @@ pub(super) struct ReconcileForm {
 /// audited with the reason and what it found.
 async fn reconcile(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<ReconcileForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Admin) {
+    let operator = match require(reading, operator.as_deref(), Role::Admin) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     if form.reason.trim().is_empty() {
-        return back("/reconcile", "error", "Say why you reconcile now.");
+        return back(
+            "/reconcile",
+            "error",
+            &td_string!(locale, messages.reconcile_no_reason),
+        );
     }
     let Some(stripe) = state.api.stripe.as_ref() else {
-        return back(
-            "/",
-            "error",
-            "Reconciling needs STRIPE_API_KEY on the server.",
-        );
+        return back("/", "error", &td_string!(locale, messages.reconcile_no_key));
     };
     let actor = Actor::Dashboard(operator.username);
     let outcome = ops::reconcile_now(
@@ -355,21 +392,22 @@ async fn reconcile(
                 .webhook
                 .metrics
                 .observe_reconcile(Some((report.listed, report.claimed)));
+            let (listed, claimed) = (report.listed, report.claimed);
             (
                 "notice",
-                format!(
-                    "Reconciled: {} events listed, {} claimed that Stripe never delivered.",
-                    report.listed, report.claimed
-                ),
+                td_string!(locale, messages.reconciled, listed, claimed),
             )
         }
         Err(claimcheck_core::reconcile::ReconcileError::Busy) => (
             "error",
-            "A reconcile run is under way already; look again in a moment.".to_owned(),
+            td_string!(locale, messages.reconcile_busy).to_string(),
         ),
         Err(error) => {
             state.webhook.metrics.observe_reconcile(None);
-            ("error", format!("Reconcile failed: {error}"))
+            (
+                "error",
+                td_string!(locale, messages.reconcile_failed, error),
+            )
         }
     };
     back("/", key, &message)

@@ -105,7 +105,8 @@ impl From<PaymentError> for ApiError {
             PaymentError::UnknownPackage(_)
             | PaymentError::NoPrice(_)
             | PaymentError::BadEmail(_)
-            | PaymentError::BadOrderId(_) => {
+            | PaymentError::BadOrderId(_)
+            | PaymentError::NoReason => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_order", message)
             }
             PaymentError::OrderConflict(_) => {

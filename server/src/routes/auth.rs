@@ -16,6 +16,8 @@ use claimcheck_core::{Store, now_ms};
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use app::i18n::{Reader, td_string};
+
 use super::AppState;
 use super::throttle::{LoginThrottle, MAX_USERNAME};
 use crate::client_ip::TrustedProxies;
@@ -94,11 +96,15 @@ pub(super) async fn login(
 ) -> Response {
     let username = form.username.trim().to_owned();
     let next = form.next.as_deref();
+    let locale = Reader::of(&headers, None, state.auth.language).locale();
+    let unavailable = td_string!(locale, messages.db_unavailable).to_string();
     if username.chars().count() > MAX_USERNAME || form.password.len() > MAX_PASSWORD {
         return login_again(
-            &format!(
-                "Usernames have at most {MAX_USERNAME} characters and passwords at most \
-                 {MAX_PASSWORD} bytes."
+            &td_string!(
+                locale,
+                messages.login_too_long,
+                user = MAX_USERNAME,
+                password = MAX_PASSWORD
             ),
             next,
         );
@@ -107,10 +113,8 @@ pub(super) async fn login(
     if let Some(wait) = state.auth.throttle.attempt(&username, address) {
         tracing::warn!(%username, %address, "sign-in throttled");
         let minutes = wait.div_ceil(60);
-        let mut response = login_again(
-            &format!("Too many failed sign-ins. Try again in {minutes} minute(s)."),
-            next,
-        );
+        let mut response =
+            login_again(&td_string!(locale, messages.login_throttled, minutes), next);
         *response.status_mut() = StatusCode::SEE_OTHER;
         return response;
     }
@@ -118,7 +122,7 @@ pub(super) async fn login(
         Ok(found) => found.filter(|c| c.operator.disabled_at.is_none()),
         Err(error) => {
             tracing::error!(error = &error as &dyn std::error::Error, "sign-in: storage");
-            return login_again("The database is unavailable. Try again in a moment.", next);
+            return login_again(&unavailable, next);
         }
     };
     let hash = credentials.as_ref().map(|c| c.password_hash.clone());
@@ -128,7 +132,7 @@ pub(super) async fn login(
         .unwrap_or(false);
     let Some(credentials) = credentials.filter(|_| matches) else {
         tracing::info!(%username, %address, "sign-in refused");
-        return login_again("Wrong username or password.", next);
+        return login_again(&td_string!(locale, messages.login_wrong), next);
     };
     state.auth.throttle.succeeded(&username, address);
     let operator = &credentials.operator;
@@ -141,14 +145,14 @@ pub(super) async fn login(
         };
         if let Err(error) = pending.await {
             tracing::error!(%error, "sign-in: session store");
-            return login_again("The database is unavailable. Try again in a moment.", next);
+            return login_again(&unavailable, next);
         }
         let url = format!("/login/2fa?next={}", urlencode(local_path(next)));
         return Redirect::to(&url).into_response();
     }
     if let Err(error) = complete_sign_in(&session, &operator.username).await {
         tracing::error!(%error, "sign-in: session store");
-        return login_again("The database is unavailable. Try again in a moment.", next);
+        return login_again(&unavailable, next);
     }
     tracing::info!(username = %operator.username, "signed in");
     if state.auth.two_factor.requires(operator.role) {
@@ -239,6 +243,8 @@ async fn signed_in(
         SignedIn {
             username: operator.username,
             role: operator.role,
+            language: operator.language,
+            time_zone: operator.time_zone,
         },
         operator.two_factor,
     ))
@@ -248,6 +254,7 @@ async fn signed_in(
 fn public_path(path: &str) -> bool {
     path == "/login"
         || path == "/login/2fa"
+        || path == "/language"
         || path.starts_with("/pkg/")
         || path == "/favicon.svg"
         || path == "/favicon.ico"
@@ -263,9 +270,10 @@ pub(super) async fn guard(
     next: Next,
 ) -> Response {
     if !matches!(*request.method(), Method::GET | Method::HEAD) && !same_origin(request.headers()) {
+        let locale = Reader::of(request.headers(), None, state.auth.language).locale();
         return (
             StatusCode::FORBIDDEN,
-            "Refused: this request came from another site.",
+            td_string!(locale, messages.cross_origin).to_string(),
         )
             .into_response();
     }
@@ -282,9 +290,15 @@ pub(super) async fn guard(
         if is_page {
             return Redirect::to("/account/2fa").into_response();
         }
+        let locale = Reader::of(
+            request.headers(),
+            operator.as_ref().map(|(op, _)| op),
+            state.auth.language,
+        )
+        .locale();
         return (
             StatusCode::FORBIDDEN,
-            "Set up two-factor sign-in first (/account/2fa).",
+            td_string!(locale, messages.enrol_first).to_string(),
         )
             .into_response();
     }
@@ -350,6 +364,8 @@ pub(crate) struct AuthState {
     pub trusted_proxies: TrustedProxies,
     /// Who must sign in with a second factor.
     pub two_factor: TwoFactorPolicy,
+    /// The language for readers without a choice of their own (`CLAIMCHECK_LANGUAGE`).
+    pub language: claimcheck_core::language::Language,
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! The engine does the work (`claimcheck_core::ops::bulk_redrive`); the batch runs in this
 //! instance's background and its page follows it from the database.
 
+use app::i18n::{Locale, explain, td_string};
 use axum::extract::{Extension, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use axum::{Form, Router};
 use claimcheck_core::auth::{Role, SignedIn};
@@ -15,7 +16,8 @@ use claimcheck_core::{BatchId, ClaimState};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::{back, require, sentence};
+use super::actions::{back, require, unavailable};
+use super::words::Reading;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -28,15 +30,11 @@ const PAGE: &str = "/claims/redrive";
 
 /// An engine refusal as a sentence; storage failures are logged here and shown without
 /// their internals.
-fn refusal(error: &BulkError) -> String {
-    if let BulkError::Store(cause) = error {
-        tracing::error!(
-            error = cause as &dyn std::error::Error,
-            "bulk re-drive: storage"
-        );
-        return "The database is unavailable. Try again in a moment.".into();
+fn refusal(reading: Reading, error: &BulkError) -> String {
+    match error {
+        BulkError::Store(cause) => unavailable(reading, "bulk re-drive", cause),
+        other => explain::bulk(reading.locale(), other),
     }
-    sentence(error)
 }
 
 /// The filter exactly as the preview resolved it (times in unix ms), the reason and the
@@ -64,7 +62,7 @@ pub(super) struct StartForm {
 }
 
 impl StartForm {
-    fn filter(&self) -> Result<BulkFilter, String> {
+    fn filter(&self, locale: Locale) -> Result<BulkFilter, String> {
         let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         let ms = |s: &str| -> Result<Option<i64>, String> {
             match text(s) {
@@ -72,12 +70,15 @@ impl StartForm {
                 Some(v) => v
                     .parse()
                     .map(Some)
-                    .map_err(|_| "The filter's times are garbled; preview again.".to_owned()),
+                    .map_err(|_| td_string!(locale, messages.bulk_garbled).to_string()),
             }
         };
         let state = match text(&self.status) {
             None => None,
-            Some(s) => Some(s.parse::<ClaimState>().map_err(|e| format!("{e}."))?),
+            Some(s) => Some(
+                s.parse::<ClaimState>()
+                    .map_err(|_| td_string!(locale, messages.bulk_garbled).to_string())?,
+            ),
         };
         Ok(BulkFilter {
             state,
@@ -92,31 +93,30 @@ impl StartForm {
 
 async fn start(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<StartForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Support) {
+    let operator = match require(reading, operator.as_deref(), Role::Support) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     // Only back to the preview page itself, never elsewhere.
     let page = if form.back.starts_with(PAGE) && !form.back.contains("//") {
         form.back.clone()
     } else {
         PAGE.to_owned()
     };
-    let filter = match form.filter() {
+    let filter = match form.filter(locale) {
         Ok(filter) => filter,
         Err(problem) => return back(&page, "error", &problem),
     };
-    if form.reason.trim().is_empty() {
-        return back(&page, "error", "Say why you re-drive these claims.");
-    }
     let Ok(confirmed) = form.confirm.trim().parse::<i64>() else {
         return back(
             &page,
             "error",
-            "Type the number of claims to confirm; nothing was re-driven.",
+            &td_string!(locale, messages.bulk_type_count),
         );
     };
     let actor = Actor::Dashboard(operator.username);
@@ -128,10 +128,13 @@ async fn start(
             back(
                 &format!("{PAGE}/{batch_id}"),
                 "notice",
-                &format!("Started: {total} claims, one after the other."),
+                &td_string!(locale, messages.bulk_started, total),
             )
         }
-        Err(error) => back(&page, "error", &refusal(&error)),
+        Err(BulkError::NoReason) => {
+            back(&page, "error", &td_string!(locale, messages.bulk_no_reason))
+        }
+        Err(error) => back(&page, "error", &refusal(reading, &error)),
     }
 }
 
@@ -145,42 +148,34 @@ pub(super) struct CancelForm {
 
 async fn cancel(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<CancelForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Support) {
+    let operator = match require(reading, operator.as_deref(), Role::Support) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
-        return back(PAGE, "error", "That is not a batch id.");
+        return back(PAGE, "error", &td_string!(locale, messages.not_a_batch_id));
     };
     let page = format!("{PAGE}/{batch_id}");
     if form.confirm != "yes" {
-        return back(
-            &page,
-            "error",
-            "Tick the box to confirm you want it stopped; it runs on.",
-        );
+        return back(&page, "error", &td_string!(locale, messages.bulk_tick_box));
     }
     let actor = Actor::Dashboard(operator.username);
     match bulk_redrive::cancel(&state.store, &actor, &batch_id).await {
-        Ok(batch) if batch.state.is_over() => back(
-            &page,
-            "notice",
-            &format!(
-                "Cancelled after {} of {} claims; the other {} stay as they were.",
-                batch.done(),
-                batch.total,
-                batch.remaining()
-            ),
-        ),
-        Ok(_) => back(
-            &page,
-            "notice",
-            "Asked to stop: it stops before its next claim.",
-        ),
-        Err(error) => back(&page, "error", &refusal(&error)),
+        Ok(batch) if batch.state.is_over() => {
+            let (done, total, left) = (batch.done(), batch.total, batch.remaining());
+            back(
+                &page,
+                "notice",
+                &td_string!(locale, messages.bulk_cancelled, done, total, left),
+            )
+        }
+        Ok(_) => back(&page, "notice", &td_string!(locale, messages.bulk_stopping)),
+        Err(error) => back(&page, "error", &refusal(reading, &error)),
     }
 }
 
@@ -192,27 +187,25 @@ pub(super) struct ResumeForm {
 
 async fn resume(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Form(form): Form<ResumeForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Support) {
+    let operator = match require(reading, operator.as_deref(), Role::Support) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
-        return back(PAGE, "error", "That is not a batch id.");
+        return back(PAGE, "error", &td_string!(locale, messages.not_a_batch_id));
     };
     let page = format!("{PAGE}/{batch_id}");
     let actor = Actor::Dashboard(operator.username);
     match bulk_redrive::resume(&state.store, &actor, &batch_id, &form.reason).await {
         Ok(started) => {
             state.bulk.spawn(started, actor);
-            back(
-                &page,
-                "notice",
-                "Resumed: the claims it had not reached run now.",
-            )
+            back(&page, "notice", &td_string!(locale, messages.bulk_resumed))
         }
-        Err(error) => back(&page, "error", &refusal(&error)),
+        Err(error) => back(&page, "error", &refusal(reading, &error)),
     }
 }

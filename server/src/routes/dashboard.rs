@@ -67,6 +67,7 @@ pub(super) fn router(state: &AppState, site: &Site) -> axum::Router<AppState> {
         reconcile: state.reconcile.clone(),
     };
     let worker = std::sync::Arc::clone(&state.worker);
+    let language = app::i18n::DefaultLanguage(state.auth.language);
     let pages = axum::Router::new().leptos_routes_with_context(
         state,
         routes,
@@ -75,13 +76,17 @@ pub(super) fn router(state: &AppState, site: &Site) -> axum::Router<AppState> {
             provide_context(latency.clone());
             provide_context(health.clone());
             provide_context(std::sync::Arc::clone(&worker));
+            provide_context(language);
         },
         move || shell(options.clone()),
     );
     // What is not a page is a file of the site folder, or the not-found page.
     let context = {
         let store = state.store.clone();
-        move || provide_context(store.clone())
+        move || {
+            provide_context(store.clone());
+            provide_context(language);
+        }
     };
     match site {
         Site::Folder(_) => pages.fallback(leptos_axum::file_and_error_handler_with_context::<

@@ -13,8 +13,10 @@ use claimcheck_core::search::search;
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::require;
+use super::actions::{require, unavailable};
 use super::auth::urlencode;
+use super::words::Reading;
+use app::i18n::td_string;
 
 /// Longer than any id or e-mail address (RFC 5321 caps a path at 256 characters).
 const MAX_TERM: usize = 320;
@@ -31,11 +33,12 @@ pub(super) struct SearchQuery {
 
 async fn go(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     Query(query): Query<SearchQuery>,
 ) -> Response {
-    if let Err(refused) = require(operator.as_deref(), Role::Viewer) {
-        return refused.into_response();
+    if let Err(refused) = require(reading, operator.as_deref(), Role::Viewer) {
+        return refused;
     }
     let term = query.q.trim();
     if term.is_empty() {
@@ -44,7 +47,7 @@ async fn go(
     if term.chars().count() > MAX_TERM {
         return (
             StatusCode::BAD_REQUEST,
-            format!("A search term is at most {MAX_TERM} characters: paste one id or e-mail."),
+            td_string!(reading.locale(), messages.search_too_long, max = MAX_TERM),
         )
             .into_response();
     }
@@ -53,13 +56,10 @@ async fn go(
             Some(one) => Redirect::to(&one.href()).into_response(),
             None => Redirect::to(&format!("/search?q={}", urlencode(term))).into_response(),
         },
-        Err(error) => {
-            tracing::error!(error = &error as &dyn std::error::Error, "search: storage");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The database is unavailable. Try again in a moment.",
-            )
-                .into_response()
-        }
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            unavailable(reading, "search", &error),
+        )
+            .into_response(),
     }
 }

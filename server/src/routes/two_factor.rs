@@ -17,12 +17,15 @@ use claimcheck_core::two_factor::{TotpSecret, new_recovery_codes, recovery_hash}
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use app::i18n::{Locale, Reader, td_string};
+
 use super::AppState;
 use super::actions::require;
 use super::auth::{
     FRESH_CODES_KEY, PENDING_AT_KEY, PENDING_FOR_MS, PENDING_KEY, complete_sign_in, local_path,
     urlencode,
 };
+use super::words::Reading;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -39,10 +42,10 @@ fn again(message: &str, next: Option<&str>) -> Response {
     Redirect::to(&url).into_response()
 }
 
-fn unavailable(error: &(dyn std::error::Error + 'static)) -> Response {
+fn unavailable(locale: Locale, error: &(dyn std::error::Error + 'static)) -> Response {
     tracing::error!(error, "two-factor: storage");
-    Redirect::to("/login?error=The%20database%20is%20unavailable.%20Try%20again%20in%20a%20moment.")
-        .into_response()
+    let message = td_string!(locale, messages.db_unavailable).to_string();
+    Redirect::to(&format!("/login?error={}", urlencode(&message))).into_response()
 }
 
 #[derive(Deserialize)]
@@ -63,31 +66,27 @@ async fn second_step(
     Form(form): Form<CodeForm>,
 ) -> Response {
     let next = form.next.as_deref();
+    let locale = Reader::of(&headers, None, state.auth.language).locale();
     let pending: Option<String> = session.get(PENDING_KEY).await.ok().flatten();
     let since: Option<i64> = session.get(PENDING_AT_KEY).await.ok().flatten();
     let Some(username) = pending.filter(|_| since.is_some_and(|t| now_ms() - t < PENDING_FOR_MS))
     else {
-        return Redirect::to("/login?error=Sign%20in%20again%20(the%20code%20step%20expired).")
-            .into_response();
+        let message = td_string!(locale, messages.code_step_expired).to_string();
+        return Redirect::to(&format!("/login?error={}", urlencode(&message))).into_response();
     };
     let address = state.auth.trusted_proxies.client_ip(peer.ip(), &headers);
     if let Some(wait) = state.auth.throttle.attempt(&username, address) {
-        return again(
-            &format!(
-                "Too many failed sign-ins. Try again in {} minute(s).",
-                wait.div_ceil(60)
-            ),
-            next,
-        );
+        let minutes = wait.div_ceil(60);
+        return again(&td_string!(locale, messages.login_throttled, minutes), next);
     }
     let code = form.code.trim();
     if code.is_empty() || code.len() > 64 {
-        return again("Enter the code from your authenticator app.", next);
+        return again(&td_string!(locale, messages.code_missing), next);
     }
     let credentials = match state.store.operators().credentials(&username).await {
         Ok(Some(c)) if c.operator.disabled_at.is_none() && c.operator.two_factor => c,
         Ok(_) => return Redirect::to("/login").into_response(),
-        Err(error) => return unavailable(&error),
+        Err(error) => return unavailable(locale, &error),
     };
     let accepted = if code.chars().filter(|c| !c.is_whitespace()).count() == 6
         && code
@@ -119,16 +118,13 @@ async fn second_step(
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(%username, %address, "second factor refused");
-            return again(
-                "That code is wrong or was used already. Wait for the next one.",
-                next,
-            );
+            return again(&td_string!(locale, messages.code_wrong), next);
         }
-        Err(error) => return unavailable(&error),
+        Err(error) => return unavailable(locale, &error),
     }
     state.auth.throttle.succeeded(&username, address);
     if let Err(error) = complete_sign_in(&session, &username).await {
-        return unavailable(&error);
+        return unavailable(locale, &error);
     }
     tracing::info!(%username, "signed in with a second factor");
     Redirect::to(local_path(next)).into_response()
@@ -139,16 +135,21 @@ fn account(key: &str, message: &str) -> Response {
 }
 
 /// Starts enrolment: a new secret, shown on `/account/2fa` until a code confirms it.
-async fn begin(State(state): State<AppState>, operator: Option<Extension<SignedIn>>) -> Response {
-    let operator = match require(operator.as_deref(), Role::Viewer) {
+async fn begin(
+    State(state): State<AppState>,
+    reading: Reading,
+    operator: Option<Extension<SignedIn>>,
+) -> Response {
+    let operator = match require(reading, operator.as_deref(), Role::Viewer) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let secret = match TotpSecret::generate() {
         Ok(secret) => secret,
         Err(error) => {
             tracing::error!(%error, "two-factor: no randomness");
-            return account("error", "No secret could be made. Try again.");
+            return account("error", &td_string!(locale, messages.no_secret));
         }
     };
     match state
@@ -158,11 +159,8 @@ async fn begin(State(state): State<AppState>, operator: Option<Extension<SignedI
         .await
     {
         Ok(true) => Redirect::to("/account/2fa").into_response(),
-        Ok(false) => account(
-            "error",
-            "Two-factor sign-in is on already; an admin can reset it (claimcheck operator reset-2fa).",
-        ),
-        Err(error) => unavailable(&error),
+        Ok(false) => account("error", &td_string!(locale, messages.two_factor_on_already)),
+        Err(error) => unavailable(locale, &error),
     }
 }
 
@@ -174,14 +172,16 @@ pub(super) struct ConfirmForm {
 /// Confirms enrolment with a first code; makes ten recovery codes, shown once.
 async fn confirm(
     State(state): State<AppState>,
+    reading: Reading,
     operator: Option<Extension<SignedIn>>,
     session: Session,
     Form(form): Form<ConfirmForm>,
 ) -> Response {
-    let operator = match require(operator.as_deref(), Role::Viewer) {
+    let operator = match require(reading, operator.as_deref(), Role::Viewer) {
         Ok(op) => op.clone(),
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused,
     };
+    let locale = reading.locale();
     let credentials = match state
         .store
         .operators()
@@ -190,25 +190,22 @@ async fn confirm(
     {
         Ok(Some(c)) => c,
         Ok(None) => return Redirect::to("/login").into_response(),
-        Err(error) => return unavailable(&error),
+        Err(error) => return unavailable(locale, &error),
     };
     let Some(secret) = credentials
         .totp_secret
         .filter(|_| !credentials.operator.two_factor)
     else {
-        return account("error", "Start the set-up first.");
+        return account("error", &td_string!(locale, messages.start_set_up));
     };
     let Some(step) = secret.check(&form.code, now_ms() / 1000) else {
-        return account(
-            "error",
-            "That code does not match. Check the time on your phone and try the next one.",
-        );
+        return account("error", &td_string!(locale, messages.code_mismatch));
     };
     let codes = match new_recovery_codes() {
         Ok(codes) => codes,
         Err(error) => {
             tracing::error!(%error, "two-factor: no randomness");
-            return account("error", "No recovery codes could be made. Try again.");
+            return account("error", &td_string!(locale, messages.no_codes));
         }
     };
     let hashes: Vec<String> = codes.iter().map(|c| recovery_hash(c)).collect();
@@ -219,8 +216,8 @@ async fn confirm(
         .await
     {
         Ok(true) => {}
-        Ok(false) => return account("error", "Start the set-up first."),
-        Err(error) => return unavailable(&error),
+        Ok(false) => return account("error", &td_string!(locale, messages.start_set_up)),
+        Err(error) => return unavailable(locale, &error),
     }
     let actor = Actor::Dashboard(operator.username.clone());
     if let Err(error) = state
@@ -244,10 +241,7 @@ async fn confirm(
         );
     }
     if let Err(error) = session.insert(FRESH_CODES_KEY, &codes).await {
-        return unavailable(&error);
+        return unavailable(locale, &error);
     }
-    account(
-        "notice",
-        "Two-factor sign-in is on. Keep the recovery codes below somewhere safe.",
-    )
+    account("notice", &td_string!(locale, messages.two_factor_on))
 }

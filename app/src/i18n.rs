@@ -1,0 +1,465 @@
+//! The dashboard's words and its reader's conventions: the translations compiled from
+//! `locales/<language>/<area>.json` (see `build.rs`), and, on the server, who reads a page:
+//! the language chosen for the request and the time zone, with money, times and ages
+//! written their way.
+
+#[allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::print_stdout,
+    missing_docs,
+    unreachable_pub
+)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/i18n/mod.rs"));
+}
+
+pub use generated::i18n::*;
+pub use leptos_i18n::I18nContext;
+
+use claimcheck_core::language::Language;
+
+impl From<Language> for Locale {
+    fn from(language: Language) -> Locale {
+        match language {
+            Language::English => Locale::en,
+            Language::SwissGerman => Locale::de_CH,
+        }
+    }
+}
+
+/// The time zone times are shown in when the operator has not chosen one.
+pub const DEFAULT_TIME_ZONE: &str = "Europe/Zurich";
+
+/// The language for readers nobody chose one for and whose browser asks for neither of
+/// ours (`CLAIMCHECK_LANGUAGE`), handed to the pages by the server.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultLanguage(pub Language);
+
+#[cfg(feature = "ssr")]
+pub use alerts::AlertWords;
+#[cfg(feature = "ssr")]
+pub use reader::{Reader, reader, time_zones};
+
+#[cfg(feature = "ssr")]
+mod alerts;
+
+#[cfg(feature = "ssr")]
+mod reader {
+    use claimcheck_core::auth::SignedIn;
+    use claimcheck_core::language::{self, Language};
+    use claimcheck_core::now_ms;
+    use leptos::prelude::*;
+
+    use super::{DefaultLanguage, Locale, td_string};
+
+    /// The time zones an operator may pick: the IANA database's places (`Europe/Zurich`),
+    /// without its aliases for offsets (`Etc/GMT+1`) and legacy names (`CET`, `US/Pacific`).
+    pub fn time_zones() -> impl Iterator<Item = &'static str> {
+        const PLACES: [&str; 10] = [
+            "Africa/",
+            "America/",
+            "Antarctica/",
+            "Arctic/",
+            "Asia/",
+            "Atlantic/",
+            "Australia/",
+            "Europe/",
+            "Indian/",
+            "Pacific/",
+        ];
+        chrono_tz::TZ_VARIANTS
+            .iter()
+            .map(|zone| zone.name())
+            .filter(|name| PLACES.iter().any(|place| name.starts_with(place)))
+    }
+
+    /// Who reads the page being rendered (or calls the server function): the language and
+    /// time zone everything on it is written in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Reader {
+        pub language: Language,
+        pub time_zone: chrono_tz::Tz,
+    }
+
+    /// The reader of the current request (page or server function): see [`Reader::of`].
+    /// Outside a request: the defaults.
+    pub fn reader() -> Reader {
+        let parts = use_context::<http::request::Parts>();
+        let default = use_context::<DefaultLanguage>().unwrap_or_default().0;
+        match parts {
+            Some(parts) => Reader::of(&parts.headers, parts.extensions.get::<SignedIn>(), default),
+            None => Reader::of(&http::HeaderMap::new(), None, default),
+        }
+    }
+
+    impl Reader {
+        /// Who reads the answer to a request with `headers`, signed in as `operator`: their
+        /// language (else the one picked in this browser, else its `Accept-Language`, else
+        /// `default`; see [`Language::choose`]) and their time zone (else Europe/Zurich).
+        pub fn of(
+            headers: &http::HeaderMap,
+            operator: Option<&SignedIn>,
+            default: Language,
+        ) -> Reader {
+            let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+            let cookie = headers
+                .get_all(http::header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|cookies| cookies.split(';'))
+                .find_map(|pair| {
+                    let (name, value) = pair.split_once('=')?;
+                    (name.trim() == language::COOKIE).then(|| value.trim())
+                });
+            let language = Language::choose(
+                operator.and_then(|o| o.language),
+                cookie,
+                header(http::header::ACCEPT_LANGUAGE),
+                default,
+            );
+            let time_zone = operator
+                .and_then(|o| o.time_zone.as_deref())
+                .and_then(|zone| zone.parse().ok())
+                .unwrap_or(chrono_tz::Europe::Zurich);
+            Reader {
+                language,
+                time_zone,
+            }
+        }
+
+        pub fn locale(self) -> Locale {
+            self.language.into()
+        }
+
+        /// A moment in the reader's zone and words: `02.12.2026 14:03:07 MEZ`-like in Swiss
+        /// German (`CET` as the zone's abbreviation), `2 Dec 2026, 14:03:07 CET` in English.
+        pub fn time(self, ms: i64) -> String {
+            let Some(utc) = chrono::DateTime::from_timestamp_millis(ms) else {
+                return String::new();
+            };
+            let local = utc.with_timezone(&self.time_zone);
+            match self.language {
+                Language::SwissGerman => local.format("%d.%m.%Y %H:%M:%S %Z").to_string(),
+                Language::English => local.format("%-d %b %Y, %H:%M:%S %Z").to_string(),
+            }
+        }
+
+        /// A moment to the millisecond, for "as of" lines.
+        pub fn time_precise(self, ms: i64) -> String {
+            let Some(utc) = chrono::DateTime::from_timestamp_millis(ms) else {
+                return String::new();
+            };
+            let local = utc.with_timezone(&self.time_zone);
+            match self.language {
+                Language::SwissGerman => local.format("%d.%m.%Y %H:%M:%S%.3f %Z").to_string(),
+                Language::English => local.format("%-d %b %Y, %H:%M:%S%.3f %Z").to_string(),
+            }
+        }
+
+        /// The hour `ms` falls in, in the reader's zone: `14:00`.
+        pub fn hour(self, ms: i64) -> String {
+            chrono::DateTime::from_timestamp_millis(ms)
+                .map(|t| t.with_timezone(&self.time_zone).format("%H:00").to_string())
+                .unwrap_or_default()
+        }
+
+        /// How long ago `ms` was: `3 min ago`, `vor 3 Min.`.
+        pub fn age(self, ms: i64) -> String {
+            let locale = self.locale();
+            let secs = ((now_ms() - ms) / 1000).max(0);
+            match secs {
+                0..60 => td_string!(locale, common.ago_seconds, n = secs),
+                60..3600 => td_string!(locale, common.ago_minutes, n = secs / 60),
+                3600..86_400 => td_string!(locale, common.ago_hours, n = secs / 3600),
+                _ => td_string!(locale, common.ago_days, n = secs / 86_400),
+            }
+        }
+
+        /// An amount in minor units, its currency and the reader's digits: `CHF 1’234.50`.
+        pub fn money(self, minor: i64, currency: &str) -> String {
+            claimcheck_core::money::format_money_in(minor, currency, self.language)
+        }
+    }
+}
+
+/// The engine's words as the reader reads them: claim states, roles, delivery outcomes.
+pub mod names {
+    use claimcheck_core::alert::AlertCondition;
+    use claimcheck_core::auth::Role;
+    use claimcheck_core::{ClaimState, DeliveryOutcome};
+
+    use super::{Locale, td_string};
+
+    /// An alert condition's heading.
+    pub fn condition(locale: Locale, condition: AlertCondition) -> String {
+        match condition {
+            AlertCondition::FailedClaims => td_string!(locale, alerts.condition_failed_claims),
+            AlertCondition::StaleClaims => td_string!(locale, alerts.condition_stale_claims),
+            AlertCondition::DeliveriesStopped => {
+                td_string!(locale, alerts.condition_deliveries_stopped)
+            }
+            AlertCondition::SignatureFailures => {
+                td_string!(locale, alerts.condition_signature_failures)
+            }
+            AlertCondition::IndeterminateRequests => {
+                td_string!(locale, alerts.condition_indeterminate_requests)
+            }
+            AlertCondition::ReconcileFindings => {
+                td_string!(locale, alerts.condition_reconcile_findings)
+            }
+        }
+        .to_string()
+    }
+
+    pub fn state(locale: Locale, state: ClaimState) -> String {
+        match state {
+            ClaimState::Pending => td_string!(locale, common.state_pending),
+            ClaimState::Running => td_string!(locale, common.state_running),
+            ClaimState::Stale => td_string!(locale, common.state_stale),
+            ClaimState::Processed => td_string!(locale, common.state_processed),
+            ClaimState::Failed => td_string!(locale, common.state_failed),
+        }
+        .to_string()
+    }
+
+    pub fn outcome(locale: Locale, outcome: DeliveryOutcome) -> String {
+        match outcome {
+            DeliveryOutcome::Claimed => td_string!(locale, messages.outcome_claimed),
+            DeliveryOutcome::DuplicateEvent => td_string!(locale, messages.outcome_duplicate_event),
+            DeliveryOutcome::DuplicateAction => {
+                td_string!(locale, messages.outcome_duplicate_action)
+            }
+            DeliveryOutcome::Ignored => td_string!(locale, messages.outcome_ignored),
+            DeliveryOutcome::BadSignature => td_string!(locale, messages.outcome_bad_signature),
+            DeliveryOutcome::BadPayload => td_string!(locale, messages.outcome_bad_payload),
+            DeliveryOutcome::LivemodeMismatch => {
+                td_string!(locale, messages.outcome_livemode_mismatch)
+            }
+            DeliveryOutcome::TooLarge => td_string!(locale, messages.outcome_too_large),
+            DeliveryOutcome::StorageError => td_string!(locale, messages.outcome_storage_error),
+            DeliveryOutcome::NotConfigured => td_string!(locale, messages.outcome_not_configured),
+        }
+        .to_string()
+    }
+
+    pub fn role(locale: Locale, role: Role) -> String {
+        match role {
+            Role::Viewer => td_string!(locale, common.role_viewer),
+            Role::Support => td_string!(locale, common.role_support),
+            Role::Admin => td_string!(locale, common.role_admin),
+        }
+        .to_string()
+    }
+}
+
+#[cfg(feature = "ssr")]
+pub use server_words::{describe_filter, explain};
+
+#[cfg(feature = "ssr")]
+mod server_words {
+    use claimcheck_core::bulk::BulkFilter;
+
+    use super::{names, reader, td_string};
+
+    /// A bulk re-drive's filter in the reader's words.
+    pub fn describe_filter(filter: &BulkFilter) -> String {
+        let reader = reader();
+        let locale = reader.locale();
+        let mut parts = vec![match filter.state {
+            Some(state) => {
+                td_string!(
+                    locale,
+                    messages.filter_state,
+                    state = names::state(locale, state)
+                )
+            }
+            None => td_string!(locale, messages.filter_any_state).to_string(),
+        }];
+        if let Some(kind) = &filter.event_type {
+            parts.push(td_string!(locale, messages.filter_type, kind));
+        }
+        if let Some(ms) = filter.received_after {
+            parts.push(td_string!(
+                locale,
+                messages.filter_from,
+                at = reader.time(ms)
+            ));
+        }
+        if let Some(ms) = filter.received_before {
+            parts.push(td_string!(
+                locale,
+                messages.filter_before,
+                at = reader.time(ms)
+            ));
+        }
+        if let Some(text) = &filter.error_contains {
+            parts.push(td_string!(locale, messages.filter_error, text));
+        }
+        if let Some(term) = &filter.search {
+            parts.push(td_string!(locale, messages.filter_search, term));
+        }
+        parts.join(", ")
+    }
+
+    /// The engine's refusals in the reader's words (the engine's own text is English, for
+    /// the command line and the logs). Each function names every variant, so a new refusal
+    /// in the engine does not compile until it has words here.
+    pub mod explain {
+        use claimcheck_core::auth::PasswordError;
+        use claimcheck_core::bulk::FilterError;
+        use claimcheck_core::ops::OpsError;
+        use claimcheck_core::ops::bulk_redrive::BulkError;
+        use claimcheck_core::payments::PaymentError;
+        use claimcheck_core::stripe::CallError;
+        use claimcheck_core::worker::RedriveRefused;
+
+        use crate::i18n::{Locale, names, td_string};
+
+        pub fn bulk(locale: Locale, error: &BulkError) -> String {
+            match error {
+                BulkError::NoReason => td_string!(locale, messages.reason_required).to_string(),
+                BulkError::Filter(FilterError::NotRedrivable(state)) => {
+                    let state = names::state(locale, *state);
+                    td_string!(locale, messages.filter_not_redrivable, state)
+                }
+                BulkError::Filter(FilterError::Age(age)) => {
+                    td_string!(locale, messages.not_an_age, age)
+                }
+                BulkError::Filter(FilterError::EmptyRange) => {
+                    td_string!(locale, messages.filter_empty_range).to_string()
+                }
+                BulkError::NothingSelected => {
+                    td_string!(locale, messages.bulk_nothing_selected).to_string()
+                }
+                BulkError::TooMany { max } => td_string!(locale, messages.bulk_too_many, max),
+                BulkError::CountChanged { confirmed, now } => {
+                    td_string!(locale, messages.bulk_count_changed, confirmed, now)
+                }
+                BulkError::NoBatch(id) => td_string!(locale, messages.bulk_no_batch, id),
+                BulkError::Over(state) => td_string!(locale, messages.bulk_over, state),
+                BulkError::StillRunning => {
+                    td_string!(locale, messages.bulk_still_running).to_string()
+                }
+                BulkError::Random(_) | BulkError::Store(_) => {
+                    td_string!(locale, messages.db_unavailable).to_string()
+                }
+            }
+        }
+
+        pub fn ops(locale: Locale, error: &OpsError) -> String {
+            match error {
+                OpsError::Invalid(detail) => {
+                    td_string!(locale, messages.invalid, detail = sentence(detail))
+                }
+                OpsError::NoOperator(name) => td_string!(locale, messages.no_operator, name),
+                OpsError::OperatorExists(name) => {
+                    td_string!(locale, messages.operator_exists, name)
+                }
+                OpsError::SelfLockout => td_string!(locale, messages.self_lockout).to_string(),
+                OpsError::NoToken(id) => td_string!(locale, messages.no_token, id),
+                OpsError::Password(PasswordError::TooShort { min }) => {
+                    td_string!(locale, messages.password_short, min)
+                }
+                OpsError::Password(PasswordError::Hash(_)) | OpsError::Random(_) => {
+                    td_string!(locale, messages.internal).to_string()
+                }
+                OpsError::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
+            }
+        }
+
+        pub fn redrive(locale: Locale, refused: &RedriveRefused) -> String {
+            match refused {
+                RedriveRefused::NotFound(id) => td_string!(locale, messages.no_claim, id),
+                RedriveRefused::AlreadyProcessed => {
+                    td_string!(locale, messages.already_processed).to_string()
+                }
+                RedriveRefused::Running { owner } => {
+                    td_string!(locale, messages.claim_running, owner)
+                }
+                RedriveRefused::NoReason => {
+                    td_string!(locale, messages.reason_required).to_string()
+                }
+            }
+        }
+
+        pub fn payment(locale: Locale, error: &PaymentError) -> String {
+            match error {
+                PaymentError::UnknownPackage(name) => {
+                    td_string!(locale, messages.unknown_package, name)
+                }
+                PaymentError::NoPrice(name) => td_string!(locale, messages.no_price, name),
+                PaymentError::BadEmail(email) => td_string!(locale, messages.bad_email, email),
+                PaymentError::BadOrderId(detail) => {
+                    td_string!(
+                        locale,
+                        messages.invalid,
+                        detail = sentence(&detail.to_string())
+                    )
+                }
+                PaymentError::OrderConflict(order) => {
+                    td_string!(locale, messages.order_conflict, order)
+                }
+                PaymentError::NoSuchOrder(id) => td_string!(locale, messages.no_order, id),
+                PaymentError::NoReason => td_string!(locale, messages.reason_required).to_string(),
+                PaymentError::NotRefundable { order_id, status } => {
+                    td_string!(locale, messages.not_refundable, order = order_id, status)
+                }
+                PaymentError::NoPaymentIntent(order) => {
+                    td_string!(locale, messages.no_payment_intent, order)
+                }
+                PaymentError::NoAmount(order) => td_string!(locale, messages.no_amount, order),
+                PaymentError::BadAmount {
+                    order_id,
+                    requested,
+                    refundable,
+                } => td_string!(
+                    locale,
+                    messages.bad_amount,
+                    order = order_id,
+                    requested,
+                    refundable
+                ),
+                PaymentError::RefundUnanswered { order_id, key, .. } => {
+                    td_string!(locale, messages.refund_unanswered, order = order_id, key)
+                }
+                PaymentError::Settled(order) => {
+                    let (order, status) = (&order.order_id, order.status);
+                    td_string!(locale, messages.settled, order, status)
+                }
+                PaymentError::Call(error) => call(locale, error),
+                PaymentError::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
+                PaymentError::Random(_) => td_string!(locale, messages.internal).to_string(),
+            }
+        }
+
+        pub fn call(locale: Locale, error: &CallError) -> String {
+            match error {
+                CallError::Indeterminate {
+                    key,
+                    attempts,
+                    last,
+                } => td_string!(locale, messages.call_indeterminate, key, attempts, last),
+                CallError::Rejected {
+                    key,
+                    http_status,
+                    error,
+                } => td_string!(locale, messages.call_rejected, key, http_status, error),
+                CallError::IdempotencyMismatch { key, error } => {
+                    td_string!(locale, messages.call_mismatch, key, error)
+                }
+                CallError::Config(detail) => td_string!(locale, messages.call_config, detail),
+                CallError::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
+            }
+        }
+
+        /// `no such thing` → `No such thing.`
+        fn sentence(text: &str) -> String {
+            let mut chars = text.chars();
+            match chars.next() {
+                Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+                None => text.to_owned(),
+            }
+        }
+    }
+}
