@@ -32,10 +32,10 @@ pub fn ActionNotices() -> impl IntoView {
     let query = use_query_map();
     let notice = NodeRef::<leptos::html::Div>::new();
     Effect::new(move || {
-        if let Some(region) = notice.get() {
-            if region.child_element_count() > 0 {
-                let _ = region.focus();
-            }
+        if let Some(region) = notice.get()
+            && region.child_element_count() > 0
+        {
+            let _ = region.focus();
         }
     });
     view! {

@@ -1,6 +1,7 @@
 //! Every language has every key, and each key takes the same values in every language. The
 //! build refuses a key one language lacks (build.rs); this reads the files as a translator
 //! leaves them and says which key of which area is missing, surplus or takes other values.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

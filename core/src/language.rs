@@ -116,7 +116,7 @@ impl FromStr for Language {
 pub(crate) fn group_thousands(digits: &str, separator: char) -> String {
     let mut grouped = String::with_capacity(digits.len() + digits.len() / 3 * 3);
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             grouped.push(separator);
         }
         grouped.push(digit);

@@ -515,7 +515,7 @@ async fn audit_entries_keep_their_fields(backend: Backend) {
 async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
     let db = TestStore::open(backend).await;
     let store = &db.store;
-    let id = |name: &str| EventId::parse(&format!("evt_rd_{name}")).unwrap();
+    let id = |name: &str| EventId::parse(format!("evt_rd_{name}")).unwrap();
     // Running: leased for long. Stale: leased for 10 ms. Failed: its one attempt failed.
     // Pending: never leased.
     for (i, name) in ["running", "stale", "failed", "pending"].iter().enumerate() {

@@ -29,11 +29,15 @@ impl AlertWords {
     fn span(&self, secs: u64) -> String {
         let locale = self.locale();
         match secs {
-            s if s >= 86_400 && s % 86_400 == 0 => {
+            s if s >= 86_400 && s.is_multiple_of(86_400) => {
                 td_string!(locale, notify.span_days, n = s / 86_400)
             }
-            s if s >= 3600 && s % 3600 == 0 => td_string!(locale, notify.span_hours, n = s / 3600),
-            s if s >= 60 && s % 60 == 0 => td_string!(locale, notify.span_minutes, n = s / 60),
+            s if s >= 3600 && s.is_multiple_of(3600) => {
+                td_string!(locale, notify.span_hours, n = s / 3600)
+            }
+            s if s >= 60 && s.is_multiple_of(60) => {
+                td_string!(locale, notify.span_minutes, n = s / 60)
+            }
             s => td_string!(locale, notify.span_seconds, n = s),
         }
         .to_string()

@@ -132,7 +132,7 @@ pub(super) async fn login(
         .unwrap_or(false);
     let Some(credentials) = credentials.filter(|_| matches) else {
         tracing::info!(%username, %address, "sign-in refused");
-        return login_again(&td_string!(locale, messages.login_wrong), next);
+        return login_again(td_string!(locale, messages.login_wrong), next);
     };
     state.auth.throttle.succeeded(&username, address);
     let operator = &credentials.operator;

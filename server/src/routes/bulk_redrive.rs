@@ -113,11 +113,7 @@ async fn start(
         Err(problem) => return back(&page, "error", &problem),
     };
     let Ok(confirmed) = form.confirm.trim().parse::<i64>() else {
-        return back(
-            &page,
-            "error",
-            &td_string!(locale, messages.bulk_type_count),
-        );
+        return back(&page, "error", td_string!(locale, messages.bulk_type_count));
     };
     let actor = Actor::Dashboard(operator.username);
     match bulk_redrive::start(&state.store, &actor, filter, &form.reason, confirmed).await {
@@ -132,7 +128,7 @@ async fn start(
             )
         }
         Err(BulkError::NoReason) => {
-            back(&page, "error", &td_string!(locale, messages.bulk_no_reason))
+            back(&page, "error", td_string!(locale, messages.bulk_no_reason))
         }
         Err(error) => back(&page, "error", &refusal(reading, &error)),
     }
@@ -158,11 +154,11 @@ async fn cancel(
     };
     let locale = reading.locale();
     let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
-        return back(PAGE, "error", &td_string!(locale, messages.not_a_batch_id));
+        return back(PAGE, "error", td_string!(locale, messages.not_a_batch_id));
     };
     let page = format!("{PAGE}/{batch_id}");
     if form.confirm != "yes" {
-        return back(&page, "error", &td_string!(locale, messages.bulk_tick_box));
+        return back(&page, "error", td_string!(locale, messages.bulk_tick_box));
     }
     let actor = Actor::Dashboard(operator.username);
     match bulk_redrive::cancel(&state.store, &actor, &batch_id).await {
@@ -174,7 +170,7 @@ async fn cancel(
                 &td_string!(locale, messages.bulk_cancelled, done, total, left),
             )
         }
-        Ok(_) => back(&page, "notice", &td_string!(locale, messages.bulk_stopping)),
+        Ok(_) => back(&page, "notice", td_string!(locale, messages.bulk_stopping)),
         Err(error) => back(&page, "error", &refusal(reading, &error)),
     }
 }
@@ -197,14 +193,14 @@ async fn resume(
     };
     let locale = reading.locale();
     let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
-        return back(PAGE, "error", &td_string!(locale, messages.not_a_batch_id));
+        return back(PAGE, "error", td_string!(locale, messages.not_a_batch_id));
     };
     let page = format!("{PAGE}/{batch_id}");
     let actor = Actor::Dashboard(operator.username);
     match bulk_redrive::resume(&state.store, &actor, &batch_id, &form.reason).await {
         Ok(started) => {
             state.bulk.spawn(started, actor);
-            back(&page, "notice", &td_string!(locale, messages.bulk_resumed))
+            back(&page, "notice", td_string!(locale, messages.bulk_resumed))
         }
         Err(error) => back(&page, "error", &refusal(reading, &error)),
     }

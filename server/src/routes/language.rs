@@ -34,6 +34,7 @@ struct LanguageForm {
 const REMEMBERED_SECS: u32 = 365 * 24 * 3600;
 
 /// What a language field asked for: a language of ours, or (empty) none.
+#[allow(clippy::result_large_err)] // the refusal is the handler's answer as it stands
 fn asked_language(reading: Reading, field: &str) -> Result<Option<Language>, Response> {
     if field.trim().is_empty() {
         return Ok(None);
@@ -150,7 +151,7 @@ async fn save_preferences(
             };
             let reader = Reader::of(&Default::default(), Some(&now), reading.0.language);
             let message = td_string!(reader.locale(), messages.preferences_saved);
-            let mut response = back(PREFERENCES, "notice", &message);
+            let mut response = back(PREFERENCES, "notice", message);
             if let Some(cookie) = language_cookie(&state, language) {
                 response.headers_mut().append(SET_COOKIE, cookie);
             }

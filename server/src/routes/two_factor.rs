@@ -81,7 +81,7 @@ async fn second_step(
     }
     let code = form.code.trim();
     if code.is_empty() || code.len() > 64 {
-        return again(&td_string!(locale, messages.code_missing), next);
+        return again(td_string!(locale, messages.code_missing), next);
     }
     let credentials = match state.store.operators().credentials(&username).await {
         Ok(Some(c)) if c.operator.disabled_at.is_none() && c.operator.two_factor => c,
@@ -118,7 +118,7 @@ async fn second_step(
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(%username, %address, "second factor refused");
-            return again(&td_string!(locale, messages.code_wrong), next);
+            return again(td_string!(locale, messages.code_wrong), next);
         }
         Err(error) => return unavailable(locale, &error),
     }
@@ -149,7 +149,7 @@ async fn begin(
         Ok(secret) => secret,
         Err(error) => {
             tracing::error!(%error, "two-factor: no randomness");
-            return account("error", &td_string!(locale, messages.no_secret));
+            return account("error", td_string!(locale, messages.no_secret));
         }
     };
     match state
@@ -159,7 +159,7 @@ async fn begin(
         .await
     {
         Ok(true) => Redirect::to("/account/2fa").into_response(),
-        Ok(false) => account("error", &td_string!(locale, messages.two_factor_on_already)),
+        Ok(false) => account("error", td_string!(locale, messages.two_factor_on_already)),
         Err(error) => unavailable(locale, &error),
     }
 }
@@ -196,16 +196,16 @@ async fn confirm(
         .totp_secret
         .filter(|_| !credentials.operator.two_factor)
     else {
-        return account("error", &td_string!(locale, messages.start_set_up));
+        return account("error", td_string!(locale, messages.start_set_up));
     };
     let Some(step) = secret.check(&form.code, now_ms() / 1000) else {
-        return account("error", &td_string!(locale, messages.code_mismatch));
+        return account("error", td_string!(locale, messages.code_mismatch));
     };
     let codes = match new_recovery_codes() {
         Ok(codes) => codes,
         Err(error) => {
             tracing::error!(%error, "two-factor: no randomness");
-            return account("error", &td_string!(locale, messages.no_codes));
+            return account("error", td_string!(locale, messages.no_codes));
         }
     };
     let hashes: Vec<String> = codes.iter().map(|c| recovery_hash(c)).collect();
@@ -216,7 +216,7 @@ async fn confirm(
         .await
     {
         Ok(true) => {}
-        Ok(false) => return account("error", &td_string!(locale, messages.start_set_up)),
+        Ok(false) => return account("error", td_string!(locale, messages.start_set_up)),
         Err(error) => return unavailable(locale, &error),
     }
     let actor = Actor::Dashboard(operator.username.clone());
@@ -243,5 +243,5 @@ async fn confirm(
     if let Err(error) = session.insert(FRESH_CODES_KEY, &codes).await {
         return unavailable(locale, &error);
     }
-    account("notice", &td_string!(locale, messages.two_factor_on))
+    account("notice", td_string!(locale, messages.two_factor_on))
 }
