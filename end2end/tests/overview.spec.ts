@@ -25,7 +25,7 @@ test("the overview renders, hydrates and refreshes its figures", async ({ page }
   const checkedAt = page.getByTestId("checked-at");
   const before = (await checkedAt.textContent()) ?? "";
   // In the reader's time zone (Europe/Zurich unless they chose another), named.
-  expect(before).toMatch(/\d{2}:\d{2}:\d{2} \S+$/);
+  expect(before).toMatch(/\d{2}:\d{2}:\d{2}(\.\d{3})? \S+$/);
   await refresh.click();
   await expect(checkedAt).not.toHaveText(before);
 
