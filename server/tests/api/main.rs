@@ -14,6 +14,7 @@ mod demo;
 mod fulfilment;
 mod hardening;
 mod health;
+mod language;
 mod money;
 mod observability;
 mod operator_cli;
