@@ -39,7 +39,7 @@ pub struct DefaultLanguage(pub Language);
 #[cfg(feature = "ssr")]
 pub use alerts::AlertWords;
 #[cfg(feature = "ssr")]
-pub use reader::{Reader, reader, time_zones};
+pub use reader::{DEFAULT_ZONE, Reader, reader, time_zones};
 
 #[cfg(feature = "ssr")]
 mod alerts;
@@ -73,6 +73,9 @@ mod reader {
             .map(|zone| zone.name())
             .filter(|name| PLACES.iter().any(|place| name.starts_with(place)))
     }
+
+    /// [`super::DEFAULT_TIME_ZONE`], for the server's clocks.
+    pub const DEFAULT_ZONE: chrono_tz::Tz = chrono_tz::Europe::Zurich;
 
     /// Who reads the page being rendered (or calls the server function): the language and
     /// time zone everything on it is written in.
@@ -121,7 +124,7 @@ mod reader {
             let time_zone = operator
                 .and_then(|o| o.time_zone.as_deref())
                 .and_then(|zone| zone.parse().ok())
-                .unwrap_or(chrono_tz::Europe::Zurich);
+                .unwrap_or(DEFAULT_ZONE);
             Reader {
                 language,
                 time_zone,
@@ -132,29 +135,29 @@ mod reader {
             self.language.into()
         }
 
-        /// A moment in the reader's zone and words: `02.12.2026 14:03:07 MEZ`-like in Swiss
-        /// German (`CET` as the zone's abbreviation), `2 Dec 2026, 14:03:07 CET` in English.
+        /// A moment in the reader's zone and words: `02.12.2026 14:03:07 CET` in Swiss
+        /// German, `2 Dec 2026, 14:03:07 CET` in English.
         pub fn time(self, ms: i64) -> String {
-            let Some(utc) = chrono::DateTime::from_timestamp_millis(ms) else {
-                return String::new();
-            };
-            let local = utc.with_timezone(&self.time_zone);
-            match self.language {
-                Language::SwissGerman => local.format("%d.%m.%Y %H:%M:%S %Z").to_string(),
-                Language::English => local.format("%-d %b %Y, %H:%M:%S %Z").to_string(),
-            }
+            self.moment(ms, "%d.%m.%Y %H:%M:%S %Z", "%-d %b %Y, %H:%M:%S %Z")
         }
 
         /// A moment to the millisecond, for "as of" lines.
         pub fn time_precise(self, ms: i64) -> String {
-            let Some(utc) = chrono::DateTime::from_timestamp_millis(ms) else {
-                return String::new();
+            self.moment(ms, "%d.%m.%Y %H:%M:%S%.3f %Z", "%-d %b %Y, %H:%M:%S%.3f %Z")
+        }
+
+        fn moment(self, ms: i64, swiss_german: &str, english: &str) -> String {
+            let format = match self.language {
+                Language::SwissGerman => swiss_german,
+                Language::English => english,
             };
-            let local = utc.with_timezone(&self.time_zone);
-            match self.language {
-                Language::SwissGerman => local.format("%d.%m.%Y %H:%M:%S%.3f %Z").to_string(),
-                Language::English => local.format("%-d %b %Y, %H:%M:%S%.3f %Z").to_string(),
-            }
+            chrono::DateTime::from_timestamp_millis(ms)
+                .map(|utc| {
+                    utc.with_timezone(&self.time_zone)
+                        .format(format)
+                        .to_string()
+                })
+                .unwrap_or_default()
         }
 
         /// The hour `ms` falls in, in the reader's zone: `14:00`.
@@ -461,5 +464,14 @@ mod server_words {
                 None => text.to_owned(),
             }
         }
+    }
+}
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    #[test]
+    fn the_default_time_zone_is_one_zone() {
+        assert_eq!(super::DEFAULT_ZONE.name(), super::DEFAULT_TIME_ZONE);
+        assert!(super::time_zones().any(|zone| zone == super::DEFAULT_TIME_ZONE));
     }
 }

@@ -6,7 +6,7 @@ use claimcheck_core::alert::{AlertDetail, MessageKind};
 use claimcheck_core::alerts::{AlertFacts, AlertWording, Message};
 use claimcheck_core::language::Language;
 
-use super::{Locale, Reader, names, td_string};
+use super::{DEFAULT_ZONE, Locale, Reader, names, td_string};
 
 /// Alert words for one reader.
 #[derive(Debug, Clone, Copy)]
@@ -17,7 +17,7 @@ impl AlertWords {
     pub fn messages_in(language: Language) -> AlertWords {
         AlertWords(Reader {
             language,
-            time_zone: chrono_tz::Europe::Zurich,
+            time_zone: DEFAULT_ZONE,
         })
     }
 
