@@ -4,32 +4,15 @@
 // does not know the package table (so each fails for good); the server knows it, so the bulk
 // re-drive fulfils them. Nothing seeded for the other specs is touched.
 import { expect, test } from "@playwright/test";
-import { USERS, claimStatus, cli, deliver, signIn } from "./support";
+import { USERS, checkoutCompleted, claimStatus, cli, deliver, signIn } from "./support";
 
 const COUNT = 6;
 
+/** A session naming the package but no credits. */
 function packagedSession(i: number) {
-  const order = `ord_e2e_bulk_${i}`;
-  return {
-    id: `evt_e2e_bulk_${i}`,
-    object: "event",
-    type: "checkout.session.completed",
-    created: Math.floor(Date.now() / 1000),
-    livemode: false,
-    data: {
-      object: {
-        id: `cs_e2e_bulk_${i}`,
-        object: "checkout.session",
-        payment_status: "paid",
-        amount_total: 4900,
-        currency: "chf",
-        payment_intent: `pi_e2e_bulk_${i}`,
-        client_reference_id: order,
-        customer_email: `bulk${i}@example.ch`,
-        metadata: { order_id: order, package: "thesis-40" },
-      },
-    },
-  };
+  const event = checkoutCompleted(`ord_e2e_bulk_${i}`, `cs_e2e_bulk_${i}`, `bulk${i}@example.ch`, { credits: null });
+  event.id = `evt_e2e_bulk_${i}`;
+  return event;
 }
 
 test("support filters failed claims, previews, types the count and sees the batch finish", async ({

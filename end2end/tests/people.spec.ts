@@ -62,7 +62,7 @@ type Words = (typeof LANGUAGES)[number];
 async function customer(request: import("@playwright/test").APIRequestContext, tag: string) {
   const email = `walk-${tag}@example.ch`;
   const paidOrder = `ord_walk_${tag}_paid`;
-  const paid = checkoutCompleted(paidOrder, `cs_walk_${tag}_paid`, email, 123450);
+  const paid = checkoutCompleted(paidOrder, `cs_walk_${tag}_paid`, email, { amount: 123450 });
   await deliver(request, JSON.stringify(paid));
   cli(["claims", "redrive", paid.id, "--reason", "walk: fulfil the first order"]);
   const stale = checkoutCompleted(`ord_walk_${tag}_stale`, `cs_walk_${tag}_stale`, email);

@@ -53,8 +53,16 @@ export function claimStatus(eventId: string): string {
   return JSON.parse(cli(["claims", "show", eventId, "--json"])).status;
 }
 
-/** A paid `checkout.session.completed` for `order`, of `amount` (minor units) in CHF. */
-export function checkoutCompleted(order: string, sessionId: string, email: string, amount = 4900) {
+/** A paid `checkout.session.completed` for `order`, of `amount` (minor units) in CHF, for the
+ * `thesis-40` package with 40 credits in its metadata (`credits: null`: the package alone). */
+export function checkoutCompleted(
+  order: string,
+  sessionId: string,
+  email: string,
+  { amount = 4900, credits = "40" as string | null } = {},
+) {
+  const metadata: Record<string, string> = { order_id: order, package: "thesis-40" };
+  if (credits !== null) metadata.credits = credits;
   return {
     id: `evt_e2e_${order}`,
     object: "event",
@@ -71,7 +79,7 @@ export function checkoutCompleted(order: string, sessionId: string, email: strin
         payment_intent: `pi_${order}`,
         client_reference_id: order,
         customer_email: email,
-        metadata: { order_id: order, credits: "40", package: "thesis-40" },
+        metadata,
       },
     },
   };
