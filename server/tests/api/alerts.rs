@@ -405,6 +405,32 @@ async fn the_server_checks_sends_and_shows_alerts_on_its_own(backend: Backend) {
     let html = page.text().await.unwrap();
     assert!(html.contains("Claims failed"), "{html}");
     assert!(html.contains("data-testid=\"alert-badge\""), "{html}");
+    // The e-mail went out in English (CLAIMCHECK_LANGUAGE); a reader of Swiss German reads
+    // the same alert in theirs, from the detail it keeps.
+    assert_eq!(
+        alert["summary"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .take(3)
+            .collect::<Vec<_>>(),
+        ["1", "claim", "failed"]
+    );
+    let german: Value = viewer
+        .post(app.url("/dashboard/fn/alerts"))
+        .header("accept", "application/json")
+        .header("accept-language", "de-CH")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let summary = german["alerts"][0]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("1 Claim ist nach seinem letzten Versuch fehlgeschlagen"),
+        "{summary}"
+    );
     // Signed out: nothing.
     let anonymous = TestApp::browser();
     assert_eq!(app.call(&anonymous, "alert_badge", &[]).await.status(), 401);
