@@ -59,6 +59,11 @@ impl SqliteDb {
                 // A connection to a local file does not go away; pinging it on every acquire
                 // is a hand-over to its thread and back for nothing.
                 .test_before_acquire(false)
+                // Nor does it need reaping: without an idle timeout and a lifetime the pool
+                // runs no maintenance task, whose idle sweep can spin for good at exit
+                // (sqlx 0.8.6, launchbadge/sqlx#3645: a CLI command that never ended).
+                .idle_timeout(None)
+                .max_lifetime(None)
                 .connect_with(connect.clone())
         };
         // The writer first: it creates the file and switches it to WAL.
