@@ -1,14 +1,15 @@
-//! How the engine tells whoever counts (the server's metrics) what its worker and its
-//! outgoing Stripe client did. Every hook does nothing unless an observer overrides it; each is
+//! How the engine tells whoever counts (the server's metrics) what its worker, its outgoing
+//! Stripe client and its reconciler did. Every hook does nothing unless an observer overrides it; each is
 //! called on a hot path (up to thousands of attempts a second), so an observer keeps to a few
 //! atomic increments and never blocks.
 
 use std::fmt;
 
+use crate::reconcile::{ReconcileError, ReconcileReport};
 use crate::store::LeasedClaim;
 use crate::worker::Attempt;
 
-/// Receives what the worker and the Stripe client report.
+/// Receives what the worker, the Stripe client and the reconciler report.
 pub trait Observer: fmt::Debug + Send + Sync {
     /// A fulfilment attempt on `claim` ended as `attempt` (re-drives included).
     fn attempt_ended(&self, _claim: &LeasedClaim, _attempt: &Attempt) {}
@@ -17,6 +18,10 @@ pub trait Observer: fmt::Debug + Send + Sync {
     /// `list_events`, `retrieve_checkout_session`) came back as `answer`. A call retried
     /// under its Idempotency-Key reports each attempt.
     fn stripe_answered(&self, _operation: &'static str, _answer: StripeAnswer) {}
+
+    /// A reconcile run ended, with what it found or why it failed. Dry runs and runs that
+    /// found another under way are not reported: they changed nothing.
+    fn reconcile_ended(&self, _outcome: Result<&ReconcileReport, &ReconcileError>) {}
 }
 
 /// The observer of a worker or client nobody watches.

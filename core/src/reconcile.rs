@@ -136,8 +136,14 @@ pub async fn run(
         .reconcile_runs()
         .release_lease(&owner, new_cursor)
         .await;
-    recorded?;
-    released?;
+    // The run's own outcome, unless it could not be recorded or its lease released.
+    let outcome = recorded
+        .and(released)
+        .map_err(ReconcileError::from)
+        .and(outcome);
+    if !dry_run {
+        api.observer().reconcile_ended(outcome.as_ref());
+    }
     outcome
 }
 

@@ -1,6 +1,5 @@
 //! The background tasks `serve` runs beside the workers: the reconciler and upkeep.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use claimcheck_core::Store;
@@ -8,15 +7,14 @@ use claimcheck_core::stripe::StripeApi;
 use tokio::sync::watch;
 
 use crate::config::ReconcileSchedule;
-use crate::metrics::Metrics;
 
 /// Runs the reconciler every `schedule.interval`, the first time shortly after start. A run
-/// another instance holds is skipped; a failed run is logged and changes nothing.
+/// another instance holds is skipped; a failed run is logged and changes nothing. The run
+/// reports itself to the client's observer (the metrics).
 pub(crate) async fn reconcile_periodically(
     store: Store,
     api: StripeApi,
     schedule: ReconcileSchedule,
-    metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut wait = Duration::from_secs(5).min(schedule.interval);
@@ -38,11 +36,6 @@ pub(crate) async fn reconcile_periodically(
             false,
         )
         .await;
-        match &outcome {
-            Ok(report) => metrics.observe_reconcile(Some((report.listed, report.claimed))),
-            Err(claimcheck_core::reconcile::ReconcileError::Busy) => {}
-            Err(_) => metrics.observe_reconcile(None),
-        }
         match outcome {
             Ok(report) if report.claimed > 0 => tracing::warn!(
                 claimed = report.claimed,

@@ -390,10 +390,6 @@ async fn reconcile(
     .await;
     let (key, message) = match &outcome {
         Ok(report) => {
-            state
-                .webhook
-                .metrics
-                .observe_reconcile(Some((report.listed, report.claimed)));
             let (listed, claimed) = (report.listed, report.claimed);
             (
                 "notice",
@@ -404,13 +400,10 @@ async fn reconcile(
             "error",
             td_string!(locale, messages.reconcile_busy).to_string(),
         ),
-        Err(error) => {
-            state.webhook.metrics.observe_reconcile(None);
-            (
-                "error",
-                td_string!(locale, messages.reconcile_failed, error),
-            )
-        }
+        Err(error) => (
+            "error",
+            td_string!(locale, messages.reconcile_failed, error),
+        ),
     };
     back("/", key, &message)
 }
