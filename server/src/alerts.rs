@@ -116,11 +116,47 @@ impl RetryPolicy {
     }
 }
 
-/// What one round of sending did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What became of one attempt to send a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendResult {
+    Sent,
+    /// Failed; tried again after its backoff.
+    Failed,
+    /// Failed on its last attempt: shown as failed, not tried again.
+    GaveUp,
+}
+
+impl SendResult {
+    pub const ALL: [SendResult; 3] = [SendResult::Sent, SendResult::Failed, SendResult::GaveUp];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendResult::Sent => "sent",
+            SendResult::Failed => "failed",
+            SendResult::GaveUp => "gave_up",
+        }
+    }
+}
+
+/// What one round of sending did: each attempt's channel and result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SendReport {
-    pub sent: usize,
-    pub failed: usize,
+    pub attempts: Vec<(AlertChannel, SendResult)>,
+}
+
+impl SendReport {
+    pub fn sent(&self) -> usize {
+        self.count(|result| result == SendResult::Sent)
+    }
+
+    /// Failed attempts, the last ones included.
+    pub fn failed(&self) -> usize {
+        self.count(|result| result != SendResult::Sent)
+    }
+
+    fn count(&self, which: impl Fn(SendResult) -> bool) -> usize {
+        self.attempts.iter().filter(|(_, r)| which(*r)).count()
+    }
 }
 
 /// Sends every message due at `now` on the channels configured here, all at once, each under
@@ -153,13 +189,17 @@ pub async fn deliver_due(
         };
         match outcome {
             Ok(()) => {
-                report.sent += 1;
+                report.attempts.push((delivery.channel, SendResult::Sent));
                 store.alerts().sent(delivery.id, now).await?;
             }
             Err(error) => {
-                report.failed += 1;
                 let attempts = delivery.attempts + 1;
                 let retry_at = retry.next(attempts, now);
+                let result = match retry_at {
+                    Some(_) => SendResult::Failed,
+                    None => SendResult::GaveUp,
+                };
+                report.attempts.push((delivery.channel, result));
                 tracing::warn!(
                     channel = %delivery.channel,
                     attempts,
@@ -215,6 +255,7 @@ pub(crate) async fn check_periodically(
         }
         match claimcheck_core::alerts::check(&store, &runtime.policy, now).await {
             Ok(changes) => {
+                metrics.observe_alert_changes(&changes);
                 for change in &changes {
                     tracing::warn!(condition = %change.condition, kind = change.kind.as_str(), "alert");
                 }
@@ -238,24 +279,21 @@ pub(crate) async fn check_periodically(
 pub(crate) async fn send_periodically(
     store: Store,
     runtime: AlertRuntime,
+    metrics: Arc<Metrics>,
     queued: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
     let every = runtime.check_interval.min(Duration::from_secs(5));
     while !*stop.borrow() {
-        if !runtime.channels.configured().is_empty()
-            && let Err(error) = deliver_due(
-                &store,
-                &runtime.channels,
-                &runtime.retry,
-                claimcheck_core::now_ms(),
-            )
-            .await
-        {
-            tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                "sending alert messages failed; trying again shortly"
-            );
+        if !runtime.channels.configured().is_empty() {
+            let now = claimcheck_core::now_ms();
+            match deliver_due(&store, &runtime.channels, &runtime.retry, now).await {
+                Ok(report) => metrics.observe_alert_messages(&report),
+                Err(error) => tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "sending alert messages failed; trying again shortly"
+                ),
+            }
         }
         tokio::select! {
             () = queued.notified() => {}

@@ -1,17 +1,21 @@
 //! Prometheus metrics: webhook deliveries, fulfilment attempts, outgoing Stripe requests,
-//! reconcile runs and claims by state, in the Prometheus text format.
+//! reconcile runs, alerts, and claims by state, in the Prometheus text format.
 //!
 //! Each `Application` owns its registry (no global recorder), so several instances in one
 //! process (the tests) never mix their figures. The hot paths, a delivery and a fulfilment
 //! attempt, touch only counter handles resolved up front and an atomic histogram. Claims by
-//! state are the database's, read at scrape time: true whichever instance is scraped.
+//! state and open alerts are the database's, read at scrape time: true whichever instance is
+//! scraped.
 
 mod histogram;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use claimcheck_core::alert::{AlertChannel, AlertCondition, MessageKind};
+use claimcheck_core::alerts::Queued;
 use claimcheck_core::observe::{Observer, StripeAnswer};
+use claimcheck_core::reconcile::{ReconcileError, ReconcileReport};
 use claimcheck_core::webhook::DeliveryOutcome;
 use claimcheck_core::worker::Attempt;
 use claimcheck_core::{ClaimCounts, ClaimState, LeasedClaim, now_ms};
@@ -21,6 +25,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::alerts::{SendReport, SendResult};
 use histogram::Histogram;
 
 /// Upper bounds of the acknowledgement latency buckets, in seconds.
@@ -68,6 +73,38 @@ struct StateLabel {
     state: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabel {
+    condition: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertChangeLabels {
+    condition: &'static str,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertMessageLabels {
+    channel: &'static str,
+    result: &'static str,
+}
+
+/// What an alert check can change (a test message is not a change).
+const ALERT_CHANGES: [MessageKind; 3] = [
+    MessageKind::Opened,
+    MessageKind::Reminder,
+    MessageKind::Resolved,
+];
+
+/// What the database holds at the moment of a scrape.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub claims: ClaimCounts,
+    /// The conditions with an open alert.
+    pub open_alerts: Vec<AlertCondition>,
+}
+
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -83,6 +120,8 @@ pub struct Metrics {
     reconcile_failures: Counter,
     reconcile_listed: Counter,
     reconcile_recovered: Counter,
+    alert_changes: Family<AlertChangeLabels, Counter>,
+    alert_messages: Family<AlertMessageLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -152,6 +191,37 @@ impl Metrics {
             "Events never delivered that reconcile runs claimed",
         );
 
+        let alert_changes = Family::<AlertChangeLabels, Counter>::default();
+        registry.register(
+            "alert_changes",
+            "Alerts this process's checks opened, reminded of and resolved, by condition",
+            alert_changes.clone(),
+        );
+        let alert_messages = Family::<AlertMessageLabels, Counter>::default();
+        registry.register(
+            "alert_messages",
+            "Attempts to send an alert message, by channel and result (sent, failed and \
+             retried later, gave_up after the last attempt)",
+            alert_messages.clone(),
+        );
+        // Every series is there from the start, at 0.
+        for condition in AlertCondition::ALL {
+            for kind in ALERT_CHANGES {
+                let _ = alert_changes.get_or_create(&AlertChangeLabels {
+                    condition: condition.as_str(),
+                    kind: kind.as_str(),
+                });
+            }
+        }
+        for channel in AlertChannel::ALL {
+            for result in SendResult::ALL {
+                let _ = alert_messages.get_or_create(&AlertMessageLabels {
+                    channel: channel.as_str(),
+                    result: result.as_str(),
+                });
+            }
+        }
+
         // Every label value is there from the start (at 0), and the hot paths never look one
         // up again.
         let deliveries = DeliveryOutcome::ALL.map(|outcome| {
@@ -175,6 +245,8 @@ impl Metrics {
             reconcile_failures,
             reconcile_listed,
             reconcile_recovered,
+            alert_changes,
+            alert_messages,
         }
     }
 
@@ -218,40 +290,62 @@ impl Metrics {
             .map_or(0, |i| self.deliveries[i].get())
     }
 
-    /// Counts one reconcile run: `Some((listed, recovered))` if it succeeded.
-    pub fn observe_reconcile(&self, outcome: Option<(u64, u64)>) {
-        self.reconcile_runs.inc();
-        match outcome {
-            Some((listed, recovered)) => {
-                self.reconcile_listed.inc_by(listed);
-                self.reconcile_recovered.inc_by(recovered);
-            }
-            None => {
-                self.reconcile_failures.inc();
-            }
+    /// Counts what one alert check changed.
+    pub fn observe_alert_changes(&self, changes: &[Queued]) {
+        for change in changes {
+            self.alert_changes
+                .get_or_create(&AlertChangeLabels {
+                    condition: change.condition.as_str(),
+                    kind: change.kind.as_str(),
+                })
+                .inc();
         }
     }
 
-    /// The exposition: this process's families, then the claims by state in the database
-    /// when they could be read (`None` leaves them out rather than show stale figures).
-    pub fn render(&self, claims: Option<&ClaimCounts>) -> String {
+    /// Counts the messages one round of sending tried.
+    pub fn observe_alert_messages(&self, report: &SendReport) {
+        for (channel, result) in &report.attempts {
+            self.alert_messages
+                .get_or_create(&AlertMessageLabels {
+                    channel: channel.as_str(),
+                    result: result.as_str(),
+                })
+                .inc();
+        }
+    }
+
+    /// The exposition: this process's families, then what the database holds when it could
+    /// be read (`None` leaves it out rather than show stale figures).
+    pub fn render(&self, database: Option<&Snapshot>) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
-        if let Some(claims) = claims {
+        if let Some(database) = database {
             let mut registry = Registry::with_prefix("claimcheck");
-            let gauges = Family::<StateLabel, Gauge>::default();
+            let claims = Family::<StateLabel, Gauge>::default();
             registry.register(
                 "claims",
                 "Claims in the database by state (pending, running, stale, processed, failed)",
-                gauges.clone(),
+                claims.clone(),
             );
             for state in ClaimState::ALL {
-                gauges
+                claims
                     .get_or_create(&StateLabel {
                         state: state.as_str(),
                     })
-                    .set(claims.get(state));
+                    .set(database.claims.get(state));
+            }
+            let open = Family::<ConditionLabel, Gauge>::default();
+            registry.register(
+                "alerts_open",
+                "1 while the condition has an open alert (across instances), else 0",
+                open.clone(),
+            );
+            for condition in AlertCondition::ALL {
+                open.get_or_create(&ConditionLabel {
+                    condition: condition.as_str(),
+                })
+                .set(i64::from(database.open_alerts.contains(&condition)));
             }
             let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         }
@@ -276,6 +370,19 @@ impl Observer for Metrics {
                 status: answer.to_string(),
             })
             .inc();
+    }
+
+    fn reconcile_ended(&self, outcome: Result<&ReconcileReport, &ReconcileError>) {
+        self.reconcile_runs.inc();
+        match outcome {
+            Ok(report) => {
+                self.reconcile_listed.inc_by(report.listed);
+                self.reconcile_recovered.inc_by(report.claimed);
+            }
+            Err(_) => {
+                self.reconcile_failures.inc();
+            }
+        }
     }
 }
 
@@ -305,16 +412,61 @@ mod tests {
     #[test]
     fn claims_by_state_are_rendered_when_known() {
         let metrics = Metrics::default();
-        let counts = ClaimCounts {
-            pending: 2,
-            processed: 5,
-            ..ClaimCounts::default()
+        let database = Snapshot {
+            claims: ClaimCounts {
+                pending: 2,
+                processed: 5,
+                ..ClaimCounts::default()
+            },
+            open_alerts: vec![AlertCondition::StaleClaims],
         };
-        let text = metrics.render(Some(&counts));
+        let text = metrics.render(Some(&database));
         assert!(text.contains("# TYPE claimcheck_claims gauge\n"), "{text}");
         assert!(text.contains("claimcheck_claims{state=\"pending\"} 2\n"));
         assert!(text.contains("claimcheck_claims{state=\"processed\"} 5\n"));
         assert!(text.contains("claimcheck_claims{state=\"stale\"} 0\n"));
+        assert!(
+            text.contains("# TYPE claimcheck_alerts_open gauge\n"),
+            "{text}"
+        );
+        assert!(text.contains("claimcheck_alerts_open{condition=\"stale_claims\"} 1\n"));
+        assert!(text.contains("claimcheck_alerts_open{condition=\"failed_claims\"} 0\n"));
+    }
+
+    #[test]
+    fn alert_changes_and_messages_are_counted() {
+        let metrics = Metrics::default();
+        metrics.observe_alert_changes(&[
+            Queued {
+                condition: AlertCondition::FailedClaims,
+                kind: MessageKind::Opened,
+            },
+            Queued {
+                condition: AlertCondition::FailedClaims,
+                kind: MessageKind::Resolved,
+            },
+        ]);
+        metrics.observe_alert_messages(&SendReport {
+            attempts: vec![
+                (AlertChannel::Email, SendResult::Failed),
+                (AlertChannel::Webhook, SendResult::Sent),
+                (AlertChannel::Email, SendResult::GaveUp),
+            ],
+        });
+        let text = metrics.render(None);
+        for line in [
+            "claimcheck_alert_changes_total{condition=\"failed_claims\",kind=\"opened\"} 1\n",
+            "claimcheck_alert_changes_total{condition=\"failed_claims\",kind=\"resolved\"} 1\n",
+            "claimcheck_alert_changes_total{condition=\"stale_claims\",kind=\"opened\"} 0\n",
+            "claimcheck_alert_messages_total{channel=\"email\",result=\"failed\"} 1\n",
+            "claimcheck_alert_messages_total{channel=\"email\",result=\"gave_up\"} 1\n",
+            "claimcheck_alert_messages_total{channel=\"webhook\",result=\"sent\"} 1\n",
+            "claimcheck_alert_messages_total{channel=\"webhook\",result=\"failed\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // Open alerts are the database's: not without it.
+        assert!(!text.contains("claimcheck_alerts_open"), "{text}");
     }
 
     #[test]

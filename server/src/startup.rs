@@ -141,7 +141,6 @@ impl Application {
                 self.store.clone(),
                 api,
                 schedule,
-                Arc::clone(&self.metrics),
                 stopped.clone(),
             )));
         }
@@ -157,6 +156,7 @@ impl Application {
             workers.push(tokio::spawn(crate::alerts::send_periodically(
                 self.store.clone(),
                 runtime,
+                Arc::clone(&self.metrics),
                 queued,
                 stopped.clone(),
             )));

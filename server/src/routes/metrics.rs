@@ -1,5 +1,5 @@
 //! `GET /metrics`: the Prometheus exposition. This process's counters, and the claims by
-//! state as the database has them at the moment of the scrape.
+//! state and open alerts as the database has them at the moment of the scrape.
 
 use std::time::Duration;
 
@@ -8,12 +8,14 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use claimcheck_core::{Store, now_ms};
+use claimcheck_core::{Store, StoreError, now_ms};
+
+use crate::metrics::Snapshot;
 
 use super::{AppState, WebhookState};
 
-/// How long a scrape waits for the claim counts before leaving them out.
-const COUNTS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a scrape waits for the database's figures before leaving them out.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route("/metrics", get(metrics))
@@ -25,18 +27,18 @@ async fn metrics(
 ) -> impl IntoResponse {
     // A database that is away must not cost the scrape the rest: the counters are what
     // tells an operator what the outage did.
-    let claims = match tokio::time::timeout(COUNTS_TIMEOUT, store.claims().counts(now_ms())).await {
-        Ok(Ok(counts)) => Some(counts),
+    let database = match tokio::time::timeout(SNAPSHOT_TIMEOUT, snapshot(&store)).await {
+        Ok(Ok(snapshot)) => Some(snapshot),
         Ok(Err(error)) => {
             tracing::warn!(
                 error = &error as &dyn std::error::Error,
-                "metrics: claims by state could not be read; left out of this scrape"
+                "metrics: claims by state and open alerts could not be read; left out of this scrape"
             );
             None
         }
         Err(_) => {
             tracing::warn!(
-                "metrics: the database did not answer in time; claims by state left out"
+                "metrics: the database did not answer in time; claims by state and open alerts left out"
             );
             None
         }
@@ -46,6 +48,20 @@ async fn metrics(
             header::CONTENT_TYPE,
             prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         )],
-        webhook.metrics.render(claims.as_ref()),
+        webhook.metrics.render(database.as_ref()),
     )
+}
+
+/// Claims by state and the open alerts, as the database has them now.
+async fn snapshot(store: &Store) -> Result<Snapshot, StoreError> {
+    Ok(Snapshot {
+        claims: store.claims().counts(now_ms()).await?,
+        open_alerts: store
+            .alerts()
+            .open()
+            .await?
+            .into_iter()
+            .map(|alert| alert.condition)
+            .collect(),
+    })
 }

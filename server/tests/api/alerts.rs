@@ -2,7 +2,7 @@
 //! reminders at most every interval, one resolution, messages through a real SMTP server and
 //! a real chat webhook, and an SMTP server that hangs holding nothing else up.
 
-mod sinks;
+pub(crate) mod sinks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use crate::helpers::{Backend, TestApp, fixture, on_both_backends, spawn_app_with
 const MIN: i64 = 60_000;
 const PUBLIC_URL: &str = "https://pay.shop.test";
 
-fn channels(smtp: Option<String>, hook: Option<String>, timeout: Duration) -> Channels {
+pub(crate) fn channels(smtp: Option<String>, hook: Option<String>, timeout: Duration) -> Channels {
     let email = smtp.is_some();
     AlertChannelArgs {
         smtp_url: smtp,
@@ -34,7 +34,7 @@ fn channels(smtp: Option<String>, hook: Option<String>, timeout: Duration) -> Ch
         },
         email_from: email.then(|| "Claimcheck <alerts@shop.test>".into()),
         webhook_url: hook,
-        timeout,
+        timeout: claimcheck_server::config::flags::Span(timeout),
     }
     .channels()
     .unwrap()
@@ -49,7 +49,7 @@ fn quick_retries() -> RetryPolicy {
 }
 
 /// Alerting on, checked every `interval`, to `channels`.
-fn alerting(config: &mut ServeConfig, channels: Channels, interval: Duration) {
+pub(crate) fn alerting(config: &mut ServeConfig, channels: Channels, interval: Duration) {
     config.alerts = AlertsConfig {
         check_interval: interval,
         channels,
@@ -139,7 +139,7 @@ async fn an_alert_opens_once_repeats_after_the_interval_and_resolves_once(backen
         .collect();
     assert_eq!(queued, opened(AlertCondition::FailedClaims));
     let sent = deliver_due(store, &channels, &retry, t0).await.unwrap();
-    assert_eq!((sent.sent, sent.failed), (2, 0));
+    assert_eq!((sent.sent(), sent.failed()), (2, 0));
 
     let mails = smtp.mails.wait_for(1).await;
     let mail = &mails[0];
@@ -175,7 +175,7 @@ async fn an_alert_opens_once_repeats_after_the_interval_and_resolves_once(backen
     let idle = deliver_due(store, &channels, &retry, t0 + 2 * MIN)
         .await
         .unwrap();
-    assert_eq!(idle.sent, 0);
+    assert_eq!(idle.sent(), 0);
 
     // A second failed claim is counted, not announced.
     assert_eq!(app.deliver(&paid_session(2)).await.status(), 200);
@@ -238,6 +238,84 @@ async fn an_alert_opens_once_repeats_after_the_interval_and_resolves_once(backen
         .unwrap();
     assert_eq!((smtp.mails.len(), hook.posts.len()), (3, 3));
     restarted.close().await;
+}
+
+/// Messages nobody managed to send yet: a reminder replaces the opening still waiting, a
+/// resolution the reminder, unless that one is being sent at that moment. What goes out is
+/// the news, not the backlog.
+async fn a_newer_message_replaces_one_still_waiting(backend: Backend) {
+    let hook = ChatHook::start().await;
+    let channels = Arc::new(channels(None, Some(hook.url()), Duration::from_secs(5)));
+    let app = spawn_app_with(backend, |_| {}).await;
+    assert_eq!(app.deliver(&paid_session(1)).await.status(), 200);
+    fail_claim(&app, "evt_alert0001").await;
+    let (store, policy, retry) = (&app.store, policy(&channels), quick_retries());
+    let t0 = now_ms();
+    let statuses = || async {
+        app.db
+            .texts("SELECT kind || ':' || status FROM alert_deliveries ORDER BY id")
+            .await
+    };
+
+    // The opening is queued and never sent (the sender was down); the reminder replaces it.
+    assert_eq!(
+        check(store, &policy, t0).await.unwrap(),
+        opened(AlertCondition::FailedClaims)
+    );
+    let reminded = check(store, &policy, t0 + 31 * MIN).await.unwrap();
+    assert_eq!(reminded[0].kind, MessageKind::Reminder);
+    assert_eq!(statuses().await, ["opened:superseded", "reminder:pending"]);
+
+    // A sender takes the reminder; while it is on its way the claim is re-driven and the
+    // alert resolves: the reminder being sent is not replaced.
+    let due = store
+        .alerts()
+        .due(&channels.configured(), t0 + 31 * MIN, 50)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 1);
+    assert!(
+        due[0]
+            .message
+            .subject
+            .starts_with("[Claimcheck] Still open"),
+        "{:?}",
+        due[0].message
+    );
+    assert!(
+        store
+            .alerts()
+            .take(due[0].id, t0 + 31 * MIN, 10 * MIN)
+            .await
+            .unwrap()
+    );
+    mark_processed(&app, "evt_alert0001").await;
+    let resolved = check(store, &policy, t0 + 32 * MIN).await.unwrap();
+    assert_eq!(resolved[0].kind, MessageKind::Resolved);
+    assert_eq!(
+        statuses().await,
+        ["opened:superseded", "reminder:pending", "resolved:pending"]
+    );
+
+    // Another sender meanwhile sends what is due: the resolution, not the reminder in
+    // flight, and never the superseded opening.
+    let sent = deliver_due(store, &channels, &retry, t0 + 33 * MIN)
+        .await
+        .unwrap();
+    assert_eq!((sent.sent(), sent.failed()), (1, 0));
+    let texts = hook.texts();
+    assert_eq!(texts.len(), 1);
+    assert!(texts[0].contains("Resolved: Claims failed"), "{texts:?}");
+    store.alerts().sent(due[0].id, t0 + 33 * MIN).await.unwrap();
+    assert_eq!(
+        statuses().await,
+        ["opened:superseded", "reminder:sent", "resolved:sent"]
+    );
+    // Nothing is left to send, later or from another instance.
+    let idle = deliver_due(store, &channels, &retry, t0 + 90 * MIN)
+        .await
+        .unwrap();
+    assert_eq!(idle.attempts, []);
 }
 
 async fn every_condition_is_read_from_the_database(backend: Backend) {
@@ -597,6 +675,7 @@ async fn an_smtp_server_that_never_answers_delays_nothing_else(backend: Backend)
 
 on_both_backends!(
     backend => an_alert_opens_once_repeats_after_the_interval_and_resolves_once,
+    a_newer_message_replaces_one_still_waiting,
     every_condition_is_read_from_the_database,
     the_server_checks_sends_and_shows_alerts_on_its_own,
     an_smtp_server_that_never_answers_delays_nothing_else

@@ -1,5 +1,6 @@
 //! What operators watch: `/metrics` after a small run (deliveries, fulfilment, an outgoing
-//! Stripe call retried once, claims by state), and the request id every answer carries.
+//! Stripe call retried once, claims by state, an alert and its message sent on the second
+//! try), and the request id every answer carries.
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,8 @@ use claimcheck_core::token::NewToken;
 use claimcheck_sim::stripe_sim::{Fault, FaultMode, StripeSim};
 use serde_json::{Value, json};
 
+use crate::alerts::sinks::ChatHook;
+use crate::alerts::{alerting, channels};
 use crate::helpers::{Backend, TestApp, fixture, on_both_backends, spawn_app, spawn_app_with};
 use crate::outgoing::{PACKAGES, stripe_api, urls};
 
@@ -69,12 +72,19 @@ fn session_completed(event_id: &str, session: &str, order: Option<&str>) -> Vec<
 
 /// An order opened through the order API (its Checkout Session answered 500 once, then
 /// replayed), paid, delivered twice and as a twin; an ignored type, a forged signature and an
-/// event no order can be found for; one worker. Every figure is exact.
+/// event no order can be found for, whose failed claim opens an alert that reaches the chat
+/// on its second try; one worker. Every figure is exact.
 async fn a_small_run_is_counted_in_metrics(backend: Backend) {
     let sim = StripeSim::start("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
+    let chat = ChatHook::failing_first(1).await;
     let app = spawn_app_with(backend, |config| {
+        alerting(
+            config,
+            channels(None, Some(chat.url()), Duration::from_secs(5)),
+            Duration::from_millis(50),
+        );
         config.stripe = Some(stripe_api(&sim));
         config.checkout_urls = Some(urls());
         config.worker.packages = PACKAGES.parse().unwrap();
@@ -141,6 +151,13 @@ async fn a_small_run_is_counted_in_metrics(backend: Backend) {
     let attempts =
         |result: &str| format!("claimcheck_fulfilment_attempts_total{{result=\"{result}\"}}");
     let claims = |state: &str| format!("claimcheck_claims{{state=\"{state}\"}}");
+    let opened = |condition: &str| {
+        format!("claimcheck_alert_changes_total{{condition=\"{condition}\",kind=\"opened\"}}")
+    };
+    let messages = |result: &str| {
+        format!("claimcheck_alert_messages_total{{channel=\"webhook\",result=\"{result}\"}}")
+    };
+    let open = |condition: &str| format!("claimcheck_alerts_open{{condition=\"{condition}\"}}");
     let stripe = |status: &str| {
         format!(
             "claimcheck_stripe_requests_total{{operation=\"checkout_session\",status=\"{status}\"}}"
@@ -168,6 +185,13 @@ async fn a_small_run_is_counted_in_metrics(backend: Backend) {
         (stripe("500"), 1.0),
         (stripe("200"), 1.0),
         ("claimcheck_reconcile_runs_total".into(), 0.0),
+        (opened("failed_claims"), 1.0),
+        (opened("stale_claims"), 0.0),
+        (open("failed_claims"), 1.0),
+        (open("signature_failures"), 0.0),
+        (messages("failed"), 1.0),
+        (messages("sent"), 1.0),
+        (messages("gave_up"), 0.0),
     ];
     let expected: Vec<(&str, f64)> = expected.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     let metrics = scrape_until(&app, &expected).await;
@@ -180,6 +204,9 @@ async fn a_small_run_is_counted_in_metrics(backend: Backend) {
         "# TYPE claimcheck_claims gauge",
         "# TYPE claimcheck_stripe_requests_total counter",
         "# TYPE claimcheck_reconcile_runs_total counter",
+        "# TYPE claimcheck_alert_changes_total counter",
+        "# TYPE claimcheck_alert_messages_total counter",
+        "# TYPE claimcheck_alerts_open gauge",
     ] {
         assert!(metrics.contains(family), "{family} missing in\n{metrics}");
     }
@@ -190,6 +217,7 @@ async fn a_small_run_is_counted_in_metrics(backend: Backend) {
         ),
         Some(6.0)
     );
+    assert_eq!(chat.posts.len(), 1, "the alert reached the chat once");
     assert_eq!(
         app.store
             .orders()
