@@ -112,14 +112,17 @@ pub struct StripeConfig {
 
 impl StripeConfig {
     pub const DEFAULT_API_BASE: &str = "https://api.stripe.com/";
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+    pub const DEFAULT_BASE_BACKOFF: Duration = Duration::from_millis(500);
 
     pub fn new(api_key: ApiKey) -> StripeConfig {
         StripeConfig {
             api_base: StripeConfig::DEFAULT_API_BASE.into(),
             api_key,
-            timeout: Duration::from_secs(20),
-            max_attempts: 4,
-            base_backoff: Duration::from_millis(500),
+            timeout: StripeConfig::DEFAULT_TIMEOUT,
+            max_attempts: StripeConfig::DEFAULT_MAX_ATTEMPTS,
+            base_backoff: StripeConfig::DEFAULT_BASE_BACKOFF,
         }
     }
 }

@@ -43,6 +43,16 @@ impl TwoFactorPolicy {
     }
 }
 
+impl fmt::Display for TwoFactorPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TwoFactorPolicy::Off => "off",
+            TwoFactorPolicy::Admin => "admin",
+            TwoFactorPolicy::All => "all",
+        })
+    }
+}
+
 impl FromStr for TwoFactorPolicy {
     type Err = String;
 

@@ -156,12 +156,15 @@ impl Default for WebhookConfig {
     }
 }
 
+/// Where `serve` keeps its data when told nothing.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/claimcheck.db";
+
 impl Default for ServeConfig {
     /// `serve` with no flags and no environment: SQLite in `data/`, 127.0.0.1:3000, two
     /// workers, no Stripe API key (order API and refunds off).
     fn default() -> Self {
         ServeConfig {
-            database_url: "sqlite://data/claimcheck.db"
+            database_url: DEFAULT_DATABASE_URL
                 .parse()
                 .unwrap_or_else(|_| unreachable!("a valid literal URL")),
             bind: SocketAddr::from(([127, 0, 0, 1], 3000)),

@@ -86,6 +86,9 @@ pub enum SignatureError {
 }
 
 impl SignatureVerifier {
+    /// Stripe's SDKs refuse signatures older than this by default.
+    pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
     pub fn new(
         secrets: Vec<SigningSecret>,
         tolerance: Duration,

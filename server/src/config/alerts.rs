@@ -8,7 +8,7 @@ use claimcheck_core::alerts::AlertThresholds;
 use clap::Args;
 use lettre::message::Mailbox;
 
-use super::flags::parse_duration;
+use super::flags::Span;
 use crate::alerts::{Channels, ChatChannel, EmailChannel, RetryPolicy, SmtpUrl, WebhookUrl};
 use crate::error::ServerError;
 
@@ -82,10 +82,9 @@ pub struct AlertChannelArgs {
         long = "alert-timeout",
         env = "CLAIMCHECK_ALERT_TIMEOUT",
         value_name = "CLAIMCHECK_ALERT_TIMEOUT",
-        default_value = "10s",
-        value_parser = parse_duration
+        default_value_t = Span(AlertsConfig::default().channels.timeout)
     )]
-    pub timeout: Duration,
+    pub timeout: Span,
 }
 
 fn config_error(setting: &str, text: impl std::fmt::Display) -> ServerError {
@@ -103,7 +102,8 @@ fn mailbox(setting: &str, text: &str) -> Result<Mailbox, ServerError> {
 
 impl AlertChannelArgs {
     pub fn channels(&self) -> Result<Channels, ServerError> {
-        if self.timeout.is_zero() {
+        let timeout = self.timeout.0;
+        if timeout.is_zero() {
             return Err(config_error("CLAIMCHECK_ALERT_TIMEOUT", "0 is not allowed"));
         }
         let nonempty = |s: &Option<String>| {
@@ -140,7 +140,7 @@ impl AlertChannelArgs {
                     .map(|t| mailbox("CLAIMCHECK_ALERT_EMAIL_TO", t))
                     .collect::<Result<Vec<_>, _>>()?;
                 Some(
-                    EmailChannel::new(url, from, to, self.timeout)
+                    EmailChannel::new(url, from, to, timeout)
                         .map_err(|e| config_error("CLAIMCHECK_SMTP_URL", e))?,
                 )
             }
@@ -157,14 +157,14 @@ impl AlertChannelArgs {
                 let url: WebhookUrl = url
                     .parse()
                     .map_err(|e| config_error("CLAIMCHECK_ALERT_WEBHOOK_URL", e))?;
-                Some(ChatChannel::new(url, self.timeout))
+                Some(ChatChannel::new(url, timeout))
             }
             None => None,
         };
         Ok(Channels {
             email,
             webhook,
-            timeout: self.timeout,
+            timeout,
         })
     }
 }
@@ -177,25 +177,23 @@ pub struct AlertArgs {
         long = "alert-check-interval",
         env = "CLAIMCHECK_ALERT_CHECK_INTERVAL",
         value_name = "CLAIMCHECK_ALERT_CHECK_INTERVAL",
-        default_value = "30s",
-        value_parser = parse_duration
+        default_value_t = Span(AlertsConfig::default().check_interval)
     )]
-    pub check_interval: Duration,
+    pub check_interval: Span,
     /// A reminder while an alert stays open, at most this often (`0`: never).
     #[arg(
         long = "alert-repeat",
         env = "CLAIMCHECK_ALERT_REPEAT",
         value_name = "CLAIMCHECK_ALERT_REPEAT",
-        default_value = "1h",
-        value_parser = parse_duration
+        default_value_t = Span::or_zero(AlertsConfig::default().repeat)
     )]
-    pub repeat: Duration,
+    pub repeat: Span,
     /// Alert when at least this many claims are failed (`0`: never).
     #[arg(
         long = "alert-failed-claims",
         env = "CLAIMCHECK_ALERT_FAILED_CLAIMS",
         value_name = "CLAIMCHECK_ALERT_FAILED_CLAIMS",
-        default_value_t = 1
+        default_value_t = AlertThresholds::default().failed_claims
     )]
     pub failed_claims: u64,
     /// Alert when a claim has been stale longer than this (`0`: never).
@@ -203,67 +201,61 @@ pub struct AlertArgs {
         long = "alert-stale-after",
         env = "CLAIMCHECK_ALERT_STALE_AFTER",
         value_name = "CLAIMCHECK_ALERT_STALE_AFTER",
-        default_value = "10m",
-        value_parser = parse_duration
+        default_value_t = Span::or_zero(AlertThresholds::default().stale_after)
     )]
-    pub stale_after: Duration,
+    pub stale_after: Span,
     /// Alert when orders were opened through the order API and no delivery was accepted for
     /// this long (`0`: never).
     #[arg(
         long = "alert-quiet-after",
         env = "CLAIMCHECK_ALERT_QUIET_AFTER",
         value_name = "CLAIMCHECK_ALERT_QUIET_AFTER",
-        default_value = "6h",
-        value_parser = parse_duration
+        default_value_t = Span::or_zero(AlertThresholds::default().quiet_after)
     )]
-    pub quiet_after: Duration,
+    pub quiet_after: Span,
     /// Alert when deliveries fail the signature check and none passes for this long (`0`:
     /// never).
     #[arg(
         long = "alert-signature-window",
         env = "CLAIMCHECK_ALERT_SIGNATURE_WINDOW",
         value_name = "CLAIMCHECK_ALERT_SIGNATURE_WINDOW",
-        default_value = "15m",
-        value_parser = parse_duration
+        default_value_t = Span::or_zero(AlertThresholds::default().signature_window)
     )]
-    pub signature_window: Duration,
+    pub signature_window: Span,
     /// Alert when an outgoing Stripe request stays indeterminate longer than this (`0`:
     /// never).
     #[arg(
         long = "alert-indeterminate-after",
         env = "CLAIMCHECK_ALERT_INDETERMINATE_AFTER",
         value_name = "CLAIMCHECK_ALERT_INDETERMINATE_AFTER",
-        default_value = "5m",
-        value_parser = parse_duration
+        default_value_t = Span::or_zero(AlertThresholds::default().indeterminate_after)
     )]
-    pub indeterminate_after: Duration,
+    pub indeterminate_after: Span,
     /// Alert when a reconcile run within this long recovered events or failed (`0`: never).
     #[arg(
         long = "alert-reconcile-window",
         env = "CLAIMCHECK_ALERT_RECONCILE_WINDOW",
         value_name = "CLAIMCHECK_ALERT_RECONCILE_WINDOW",
-        default_value = "24h",
-        value_parser = parse_duration
+        default_value_t = Span::or_zero(AlertThresholds::default().reconcile_window)
     )]
-    pub reconcile_window: Duration,
+    pub reconcile_window: Span,
     #[command(flatten)]
     pub channels: AlertChannelArgs,
 }
 
 impl AlertArgs {
     pub fn into_config(self) -> Result<AlertsConfig, ServerError> {
-        let on = |d: Duration| (!d.is_zero()).then_some(d);
         Ok(AlertsConfig {
-            check_interval: self.check_interval,
+            check_interval: self.check_interval.0,
             thresholds: AlertThresholds {
                 failed_claims: self.failed_claims,
-                stale_after: on(self.stale_after),
-                quiet_after: on(self.quiet_after),
-                signature_window: on(self.signature_window),
-                indeterminate_after: on(self.indeterminate_after),
-                reconcile_window: on(self.reconcile_window),
+                stale_after: self.stale_after.off_when_zero(),
+                quiet_after: self.quiet_after.off_when_zero(),
+                signature_window: self.signature_window.off_when_zero(),
+                indeterminate_after: self.indeterminate_after.off_when_zero(),
+                reconcile_window: self.reconcile_window.off_when_zero(),
             },
-            repeat: on(self.repeat),
+            repeat: self.repeat.off_when_zero(),
             channels: self.channels.channels()?,
             retry: RetryPolicy::default(),
         })

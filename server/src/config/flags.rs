@@ -1,9 +1,12 @@
 //! The flags and environment variables behind `serve` and the commands that share its
 //! settings (database, Stripe client, workers). Every setting has both, and a default that
-//! works out of the box.
+//! works out of the box: the one `ServeConfig::default()` and its parts hold, never written
+//! here again.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use claimcheck_core::fulfilment::Packages;
@@ -14,7 +17,9 @@ use claimcheck_core::worker::WorkerConfig;
 use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
 use clap::{Args, ValueEnum};
 
-use super::{DashboardConfig, PublicUrl, ReconcileSchedule, ServeConfig, WebhookConfig};
+use super::{
+    DEFAULT_DATABASE_URL, DashboardConfig, PublicUrl, ReconcileSchedule, ServeConfig, WebhookConfig,
+};
 use crate::client_ip::TrustedProxies;
 use crate::error::ServerError;
 
@@ -25,7 +30,7 @@ pub struct DatabaseArgs {
         long = "database-url",
         env = "DATABASE_URL",
         value_name = "DATABASE_URL",
-        default_value = "sqlite://data/claimcheck.db"
+        default_value = DEFAULT_DATABASE_URL
     )]
     pub database_url: DatabaseUrl,
 }
@@ -57,7 +62,7 @@ pub struct ServeArgs {
         long,
         env = "CLAIMCHECK_BIND",
         value_name = "CLAIMCHECK_BIND",
-        default_value = "127.0.0.1:3000"
+        default_value_t = ServeConfig::default().bind
     )]
     pub bind: SocketAddr,
     /// Folder holding the built dashboard assets (pkg/claimcheck.js, .wasm, .css), served
@@ -80,7 +85,7 @@ pub struct ServeArgs {
         long = "webhook-tolerance-secs",
         env = "CLAIMCHECK_WEBHOOK_TOLERANCE_SECS",
         value_name = "CLAIMCHECK_WEBHOOK_TOLERANCE_SECS",
-        default_value_t = 300,
+        default_value_t = SignatureVerifier::DEFAULT_TOLERANCE.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub webhook_tolerance_secs: u64,
@@ -89,16 +94,17 @@ pub struct ServeArgs {
         long = "webhook-max-body-bytes",
         env = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
         value_name = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
-        default_value_t = 1024 * 1024,
-        value_parser = clap::value_parser!(u32).range(1..)
+        default_value_t = WebhookConfig::default().max_body_bytes,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
     )]
-    pub webhook_max_body_bytes: u32,
+    pub webhook_max_body_bytes: usize,
     /// Which Stripe mode's events this endpoint accepts; the other mode's are refused.
     #[arg(
         long = "stripe-mode",
         env = "CLAIMCHECK_STRIPE_MODE",
         value_name = "CLAIMCHECK_STRIPE_MODE",
-        default_value = "test"
+        value_enum,
+        default_value_t = WebhookConfig::default().mode.into()
     )]
     pub stripe_mode: ModeArg,
     #[command(flatten)]
@@ -125,7 +131,7 @@ pub struct ServeArgs {
         long = "session-idle-minutes",
         env = "CLAIMCHECK_SESSION_IDLE_MINUTES",
         value_name = "CLAIMCHECK_SESSION_IDLE_MINUTES",
-        default_value_t = 30,
+        default_value_t = DashboardConfig::default().idle_timeout.as_secs() / 60,
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub session_idle_minutes: u64,
@@ -134,7 +140,7 @@ pub struct ServeArgs {
         long = "session-absolute-hours",
         env = "CLAIMCHECK_SESSION_ABSOLUTE_HOURS",
         value_name = "CLAIMCHECK_SESSION_ABSOLUTE_HOURS",
-        default_value_t = 12,
+        default_value_t = DashboardConfig::default().absolute_timeout.as_secs() / 3600,
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub session_absolute_hours: u64,
@@ -170,7 +176,7 @@ pub struct ServeArgs {
         long = "retention-days",
         env = "CLAIMCHECK_RETENTION_DAYS",
         value_name = "CLAIMCHECK_RETENTION_DAYS",
-        default_value_t = 0
+        default_value_t = ServeConfig::default().retention.map_or(0, |d| d.as_secs() / 86_400)
     )]
     pub retention_days: u64,
     /// Who must sign in with a code from an authenticator app: off, admin or all. An
@@ -179,7 +185,7 @@ pub struct ServeArgs {
         long = "require-2fa",
         env = "CLAIMCHECK_REQUIRE_2FA",
         value_name = "CLAIMCHECK_REQUIRE_2FA",
-        default_value = "off"
+        default_value_t = DashboardConfig::default().require_two_factor
     )]
     pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
     /// The language (en or de-CH) of alert messages, and of the dashboard for a reader who
@@ -188,7 +194,7 @@ pub struct ServeArgs {
         long = "language",
         env = "CLAIMCHECK_LANGUAGE",
         value_name = "CLAIMCHECK_LANGUAGE",
-        default_value = "en"
+        default_value_t = DashboardConfig::default().language
     )]
     pub language: claimcheck_core::language::Language,
     /// How often the reconciler lists Stripe's events and claims the ones never delivered
@@ -197,21 +203,55 @@ pub struct ServeArgs {
         long = "reconcile-interval",
         env = "CLAIMCHECK_RECONCILE_INTERVAL",
         value_name = "CLAIMCHECK_RECONCILE_INTERVAL",
-        default_value = "15m",
-        value_parser = parse_duration
+        default_value_t = Span(ReconcileSchedule::default().interval)
     )]
-    pub reconcile_interval: Duration,
+    pub reconcile_interval: Span,
     /// How far back the reconciler's first run looks (at most 30 days).
     #[arg(
         long = "reconcile-lookback",
         env = "CLAIMCHECK_RECONCILE_LOOKBACK",
         value_name = "CLAIMCHECK_RECONCILE_LOOKBACK",
-        default_value = "3d",
-        value_parser = parse_duration
+        default_value_t = Span(ReconcileSchedule::default().config.first_lookback)
     )]
-    pub reconcile_lookback: Duration,
+    pub reconcile_lookback: Span,
     #[command(flatten)]
     pub alerts: super::alerts::AlertArgs,
+}
+
+/// A span of time on the command line: `90s`, `15m`, `1h`, `3d`, or plain seconds; written
+/// in its largest whole unit, so a default shows in `--help` as one would type it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span(pub Duration);
+
+impl Span {
+    /// A setting that is off when zero.
+    pub fn off_when_zero(self) -> Option<Duration> {
+        (!self.0.is_zero()).then_some(self.0)
+    }
+
+    /// The span of a setting that may be off (`None`: 0).
+    pub fn or_zero(duration: Option<Duration>) -> Span {
+        Span(duration.unwrap_or_default())
+    }
+}
+
+impl FromStr for Span {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_duration(s).map(Span)
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs();
+        let (n, unit) = [(86_400, "d"), (3600, "h"), (60, "m")]
+            .into_iter()
+            .find(|(unit, _)| secs > 0 && secs.is_multiple_of(*unit))
+            .map_or((secs, "s"), |(size, unit)| (secs / size, unit));
+        write!(f, "{n}{unit}")
+    }
 }
 
 /// `90s`, `15m`, `1h`, `3d`, or plain seconds.
@@ -263,7 +303,7 @@ pub struct StripeArgs {
         long = "stripe-timeout-ms",
         env = "CLAIMCHECK_STRIPE_TIMEOUT_MS",
         value_name = "CLAIMCHECK_STRIPE_TIMEOUT_MS",
-        default_value_t = 20_000,
+        default_value_t = millis(StripeConfig::DEFAULT_TIMEOUT),
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub stripe_timeout_ms: u64,
@@ -273,7 +313,7 @@ pub struct StripeArgs {
         long = "stripe-max-attempts",
         env = "CLAIMCHECK_STRIPE_MAX_ATTEMPTS",
         value_name = "CLAIMCHECK_STRIPE_MAX_ATTEMPTS",
-        default_value_t = 4,
+        default_value_t = StripeConfig::DEFAULT_MAX_ATTEMPTS,
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub stripe_max_attempts: u32,
@@ -282,7 +322,7 @@ pub struct StripeArgs {
         long = "stripe-backoff-ms",
         env = "CLAIMCHECK_STRIPE_BACKOFF_MS",
         value_name = "CLAIMCHECK_STRIPE_BACKOFF_MS",
-        default_value_t = 500
+        default_value_t = millis(StripeConfig::DEFAULT_BASE_BACKOFF)
     )]
     pub stripe_backoff_ms: u64,
 }
@@ -336,7 +376,7 @@ pub struct WorkerArgs {
         long = "lease-secs",
         env = "CLAIMCHECK_LEASE_SECS",
         value_name = "CLAIMCHECK_LEASE_SECS",
-        default_value_t = 60,
+        default_value_t = WorkerConfig::default().lease.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub lease_secs: u64,
@@ -345,7 +385,7 @@ pub struct WorkerArgs {
         long = "max-attempts",
         env = "CLAIMCHECK_MAX_ATTEMPTS",
         value_name = "CLAIMCHECK_MAX_ATTEMPTS",
-        default_value_t = 8,
+        default_value_t = WorkerConfig::default().max_attempts,
         value_parser = clap::value_parser!(i64).range(1..)
     )]
     pub max_attempts: i64,
@@ -355,7 +395,7 @@ pub struct WorkerArgs {
         long = "retry-backoff-ms",
         env = "CLAIMCHECK_RETRY_BACKOFF_MS",
         value_name = "CLAIMCHECK_RETRY_BACKOFF_MS",
-        default_value_t = 2_000,
+        default_value_t = millis(WorkerConfig::default().base_backoff),
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub retry_backoff_ms: u64,
@@ -364,7 +404,7 @@ pub struct WorkerArgs {
         long = "auto-rescue",
         env = "CLAIMCHECK_AUTO_RESCUE",
         value_name = "CLAIMCHECK_AUTO_RESCUE",
-        default_value_t = true,
+        default_value_t = WorkerConfig::default().auto_rescue,
         action = clap::ArgAction::Set
     )]
     pub auto_rescue: bool,
@@ -392,10 +432,24 @@ impl WorkerArgs {
     }
 }
 
+/// Whole milliseconds, for the settings given in ms.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeArg {
     Test,
     Live,
+}
+
+impl From<StripeMode> for ModeArg {
+    fn from(mode: StripeMode) -> Self {
+        match mode {
+            StripeMode::Test => ModeArg::Test,
+            StripeMode::Live => ModeArg::Live,
+        }
+    }
 }
 
 impl From<ModeArg> for StripeMode {
@@ -432,7 +486,7 @@ impl ServeArgs {
             webhook: WebhookConfig {
                 verifier,
                 mode: self.stripe_mode.into(),
-                max_body_bytes: self.webhook_max_body_bytes as usize,
+                max_body_bytes: self.webhook_max_body_bytes,
             },
             worker: self.worker.config(),
             workers: self.worker.workers,
@@ -450,10 +504,11 @@ impl ServeArgs {
             retention: (self.retention_days > 0)
                 .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             reconcile: ReconcileSchedule {
-                interval: self.reconcile_interval,
+                interval: self.reconcile_interval.0,
                 config: claimcheck_core::reconcile::ReconcileConfig {
                     first_lookback: self
                         .reconcile_lookback
+                        .0
                         .min(claimcheck_core::reconcile::MAX_LOOKBACK),
                     mode: self.stripe_mode.into(),
                     ..Default::default()
@@ -474,5 +529,52 @@ impl ServeArgs {
                 }
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    /// `serve` with no flags, whatever this process's environment says.
+    fn no_flags() -> ServeConfig {
+        let matches = Serve::command()
+            .mut_args(|arg| arg.env(None))
+            .try_get_matches_from(["serve"])
+            .unwrap();
+        Serve::from_arg_matches(&matches)
+            .unwrap()
+            .args
+            .into_config()
+            .unwrap()
+    }
+
+    #[test]
+    fn no_flags_is_the_default_configuration() {
+        assert_eq!(
+            format!("{:?}", no_flags()),
+            format!("{:?}", ServeConfig::default())
+        );
+    }
+
+    #[test]
+    fn spans_are_written_as_they_are_typed() {
+        for text in ["90s", "15m", "1h", "3d", "0s", "25h", "61s"] {
+            let span: Span = text.parse().unwrap();
+            assert_eq!(span.to_string(), text);
+        }
+        assert_eq!("120".parse::<Span>().unwrap().to_string(), "2m");
+        assert_eq!("48h".parse::<Span>().unwrap().to_string(), "2d");
+        assert!("15 minutes".parse::<Span>().is_err());
+        assert_eq!("0".parse::<Span>().unwrap().off_when_zero(), None);
+        assert_eq!(Span::or_zero(None).to_string(), "0s");
     }
 }

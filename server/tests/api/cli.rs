@@ -261,6 +261,7 @@ impl Drop for KillOnDrop {
     }
 }
 
+#[cfg(feature = "rehearsal")]
 #[test]
 fn bench_ingest_reports_throughput_latency_and_outcomes() {
     let output = claimcheck()
@@ -302,6 +303,7 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
     assert!(!stdout.contains("fulfilment:"), "{stdout}");
 }
 
+#[cfg(feature = "rehearsal")]
 #[test]
 fn bench_dashboard_seeds_and_times_every_page() {
     let output = claimcheck()
@@ -356,4 +358,50 @@ fn help_never_prints_the_signing_secret() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("STRIPE_WEBHOOK_SECRET"), "{stdout}");
     assert!(!stdout.contains("whsec_do_not_print"), "{stdout}");
+    // The defaults shown are the configuration's, written as one would type them.
+    for default in [
+        "[default: sqlite://data/claimcheck.db]",
+        "[default: 127.0.0.1:3000]",
+        "[default: 15m]",
+        "[default: 3d]",
+        "[default: 30s]",
+        "[default: 1h]",
+        "[default: 300]",
+        "[default: 20000]",
+        "[default: test]",
+        "[default: off]",
+        "[default: en]",
+    ] {
+        assert!(stdout.contains(default), "{default} in {stdout}");
+    }
+}
+
+/// A production build (`--no-default-features`) has no rehearsal tools; a default build
+/// lists them.
+#[test]
+fn the_rehearsal_tools_are_there_only_with_their_feature() {
+    let output = claimcheck().arg("--help").output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    let listed = [
+        "demo",
+        "stripe-sim",
+        "simulate",
+        "bench-ingest",
+        "bench-dashboard",
+    ]
+    .into_iter()
+    .filter(|command| help.lines().any(|l| l.trim_start().starts_with(command)))
+    .count();
+    if cfg!(feature = "rehearsal") {
+        assert_eq!(listed, 5, "{help}");
+    } else {
+        assert_eq!(listed, 0, "{help}");
+        let output = claimcheck().arg("demo").output().unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("unrecognized subcommand"),
+            "{output:?}"
+        );
+    }
 }

@@ -10,6 +10,8 @@ mod bulk_redrive;
 mod cli;
 mod crash;
 mod dashboard;
+// The rehearsal tools are commands of a build with the `rehearsal` feature only.
+#[cfg(feature = "rehearsal")]
 mod demo;
 mod fulfilment;
 mod hardening;
@@ -21,6 +23,7 @@ mod operator_cli;
 mod outgoing;
 mod reconcile;
 mod search;
+#[cfg(feature = "rehearsal")]
 mod simulate;
 mod two_factor;
 mod webhook;
