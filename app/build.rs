@@ -18,6 +18,7 @@ const AREAS: &[&str] = &[
     "events",
     "claims",
     "orders",
+    "requests",
     "search",
     "audit",
     "reconcile",

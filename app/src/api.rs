@@ -11,6 +11,7 @@ use crate::i18n::td_string;
 use claimcheck_core::ClaimState;
 use claimcheck_core::auth::Role;
 use claimcheck_core::money::{LedgerKind, OrderStatus};
+use claimcheck_core::outgoing::RequestStatus;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -215,7 +216,8 @@ pub struct LedgerRow {
 pub struct KeyRow {
     pub idempotency_key: String,
     pub operation: String,
-    pub status: String,
+    pub order_id: String,
+    pub status: RequestStatus,
     pub http_status: Option<i64>,
     pub attempts: i64,
     pub object_id: Option<String>,
@@ -245,6 +247,15 @@ pub struct OrderDetail {
     pub dispute: Option<String>,
     pub ledger: Vec<LedgerRow>,
     pub requests: Vec<KeyRow>,
+}
+
+/// Outgoing Stripe requests in one status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestsPage {
+    pub status: RequestStatus,
+    /// How many there are; `rows` holds the most recently updated of them.
+    pub total: i64,
+    pub rows: Vec<KeyRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -294,7 +305,7 @@ pub struct OperatorRow {
 mod server {
     use claimcheck_core::auth::{AccessRefused, Role, SignedIn};
     use claimcheck_core::money::LedgerKind;
-    use claimcheck_core::{ClaimView, OrderView, Store, StoreError};
+    use claimcheck_core::{ClaimView, OrderView, Store, StoreError, StripeRequestView};
     use leptos::prelude::*;
 
     use super::{ClaimRow, KeyRow, LedgerRow, OrderDetail};
@@ -346,6 +357,12 @@ mod server {
         error(td_string!(locale(), messages.db_unavailable))
     }
 
+    /// Input that cannot be read: 400, with what was wrong.
+    pub fn bad_input(what: impl std::fmt::Display) -> ServerFnError {
+        status(http::StatusCode::BAD_REQUEST);
+        error(what)
+    }
+
     pub fn not_found(what: String) -> ServerFnError {
         status(http::StatusCode::NOT_FOUND);
         ServerFnError::new(what)
@@ -358,7 +375,7 @@ mod server {
             return Ok(None);
         }
         let date = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-            .map_err(|_| error(td_string!(locale(), messages.not_a_date, s)))?;
+            .map_err(|_| bad_input(td_string!(locale(), messages.not_a_date, s)))?;
         let date = if end {
             date.succ_opt().unwrap_or(date)
         } else {
@@ -386,6 +403,20 @@ mod server {
             status: c.status,
             attempts: c.attempts,
             last_error: c.last_error,
+        }
+    }
+
+    pub fn key_row(r: StripeRequestView) -> KeyRow {
+        KeyRow {
+            idempotency_key: r.idempotency_key,
+            operation: r.operation,
+            order_id: r.order_id,
+            status: r.status,
+            http_status: r.http_status,
+            attempts: r.attempts,
+            object_id: r.object_id,
+            error: r.error,
+            at: time(r.updated_at),
         }
     }
 
@@ -454,20 +485,7 @@ mod server {
             refundable,
             dispute: o.dispute_status.clone(),
             ledger,
-            requests: o
-                .stripe_requests
-                .into_iter()
-                .map(|r| KeyRow {
-                    idempotency_key: r.idempotency_key,
-                    operation: r.operation,
-                    status: r.status.as_str().to_owned(),
-                    http_status: r.http_status,
-                    attempts: r.attempts,
-                    object_id: r.object_id,
-                    error: r.error,
-                    at: reader.time(r.updated_at),
-                })
-                .collect(),
+            requests: o.stripe_requests.into_iter().map(key_row).collect(),
             created_at: reader.time(o.created_at),
             order_id: o.order_id,
             status: o.status,
@@ -902,6 +920,29 @@ pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
                 id = id.clone()
             ))
         })
+}
+
+/// The outgoing Stripe requests in `status` (indeterminate when empty), the most recently
+/// updated 200.
+#[server(prefix = "/dashboard/fn", endpoint = "requests")]
+pub async fn list_requests(status: String) -> Result<RequestsPage, ServerFnError> {
+    let (store, _) = server::require(Role::Viewer).await?;
+    let status = match status.trim() {
+        "" => RequestStatus::Indeterminate,
+        text => text.parse().map_err(|_| {
+            server::bad_input(td_string!(server::locale(), messages.not_a_request_status))
+        })?,
+    };
+    let (total, rows) = store
+        .stripe_requests()
+        .in_status(status, 200)
+        .await
+        .map_err(server::unavailable)?;
+    Ok(RequestsPage {
+        status,
+        total,
+        rows: rows.into_iter().map(server::key_row).collect(),
+    })
 }
 
 /// The audit log, newest first, 100 per page before the entry id `before`.

@@ -23,8 +23,8 @@ use crate::i18n::*;
 use crate::pages::{
     AlertBadge, AlertsPage, AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage,
     EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage,
-    PreferencesPage, ReconcilePage, RedrivePage, RefundPage, SearchPage, TwoFactorLoginPage,
-    TwoFactorPage,
+    PreferencesPage, ReconcilePage, RedrivePage, RefundPage, RequestsPage, SearchPage,
+    TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only. The bundle's files are named
@@ -118,6 +118,7 @@ fn Frame() -> impl IntoView {
                     <Route path=path!("/orders") view=OrdersPage/>
                     <Route path=path!("/orders/:id") view=OrderPage/>
                     <Route path=path!("/orders/:id/refund") view=RefundPage/>
+                    <Route path=path!("/requests") view=RequestsPage/>
                     <Route path=path!("/audit") view=AuditPage/>
                     <Route path=path!("/alerts") view=AlertsPage/>
                     <Route path=path!("/reconcile") view=ReconcilePage/>
@@ -170,6 +171,7 @@ fn TopBar() -> impl IntoView {
                         <A href="/claims">{t!(i18n, common.nav_claims)}</A>
                         <A href="/events">{t!(i18n, common.nav_events)}</A>
                         <A href="/orders">{t!(i18n, common.nav_orders)}</A>
+                        <A href="/requests">{t!(i18n, common.nav_requests)}</A>
                         <A href="/audit">{t!(i18n, common.nav_audit)}</A>
                         <AlertBadge/>
                         <Transition fallback=|| ()>

@@ -12,6 +12,7 @@ mod orders;
 mod overview;
 mod preferences;
 mod reconcile;
+mod requests;
 mod search;
 mod two_factor;
 
@@ -27,5 +28,6 @@ pub use orders::{OrderPage, OrdersPage, RefundPage};
 pub use overview::OverviewPage;
 pub use preferences::PreferencesPage;
 pub use reconcile::ReconcilePage;
+pub use requests::RequestsPage;
 pub use search::SearchPage;
 pub use two_factor::{TwoFactorLoginPage, TwoFactorPage};

@@ -59,7 +59,7 @@ impl AlertCondition {
             AlertCondition::StaleClaims => "/claims?status=stale",
             AlertCondition::DeliveriesStopped => "/events",
             AlertCondition::SignatureFailures | AlertCondition::ReconcileFindings => "/",
-            AlertCondition::IndeterminateRequests => "/alerts",
+            AlertCondition::IndeterminateRequests => "/requests?status=indeterminate",
         }
     }
 }

@@ -14,6 +14,7 @@ mod ids;
 pub mod language;
 pub mod money;
 mod outcome;
+pub mod outgoing;
 
 #[cfg(feature = "store")]
 pub mod alerts;

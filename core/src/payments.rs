@@ -276,13 +276,10 @@ pub struct Refunded {
 
 /// A refund request of the order that has no final answer (its caller died or timed out).
 fn unanswered_refund(order: &OrderView) -> Option<&StripeRequestView> {
-    order.stripe_requests.iter().find(|r| {
-        r.operation == "refund"
-            && matches!(
-                r.status,
-                RequestStatus::Pending | RequestStatus::Indeterminate
-            )
-    })
+    order
+        .stripe_requests
+        .iter()
+        .find(|r| r.operation == "refund" && r.status.is_unanswered())
 }
 
 /// The total refunded after a request, read back from its key (`refund:<order>:<total>`).

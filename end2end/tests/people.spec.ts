@@ -204,6 +204,8 @@ const PAGES = [
   `/orders/${SEEDED.keyedOrder}`,
   `/orders/${SEEDED.keyedOrder}/refund`,
   `/search?q=ord_that_never_was`,
+  "/requests?status=indeterminate",
+  "/requests?status=succeeded",
   "/audit",
   "/alerts",
   "/reconcile",

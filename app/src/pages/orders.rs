@@ -10,6 +10,7 @@ use claimcheck_core::money::{LedgerKind, OrderStatus};
 
 use crate::components::{ActionNotices, ErrorNotice, Loaded, error_message};
 use crate::i18n::*;
+use crate::pages::requests::RequestTable;
 
 /// An order status in the reader's words.
 pub fn order_status_name(i18n: I18nContext<Locale>, status: OrderStatus) -> String {
@@ -35,17 +36,6 @@ pub fn ledger_kind_name(i18n: I18nContext<Locale>, kind: LedgerKind) -> String {
         LedgerKind::DisputeRelease => t_string!(i18n, orders.kind_dispute_release),
     }
     .to_string()
-}
-
-/// An outgoing request's status (as the store writes it) in the reader's words.
-pub fn request_status_name(i18n: I18nContext<Locale>, status: &str) -> String {
-    match status {
-        "pending" => t_string!(i18n, orders.request_pending).to_string(),
-        "indeterminate" => t_string!(i18n, orders.request_indeterminate).to_string(),
-        "succeeded" => t_string!(i18n, orders.request_succeeded).to_string(),
-        "failed" => t_string!(i18n, orders.request_failed).to_string(),
-        other => other.to_string(),
-    }
 }
 
 #[component]
@@ -229,42 +219,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
         {if order.requests.is_empty() {
             view! { <p class="empty">{t!(i18n, orders.no_requests)}</p> }.into_any()
         } else {
-            view! {
-                <div class="table-wrap">
-                    <table aria-label=move || t_string!(i18n, orders.requests_table)>
-                        <thead>
-                            <tr>
-                                <th scope="col">{t!(i18n, orders.col_key)}</th>
-                                <th scope="col">{t!(i18n, orders.col_status)}</th>
-                                <th scope="col">{t!(i18n, orders.col_http)}</th>
-                                <th scope="col">{t!(i18n, orders.col_attempts)}</th>
-                                <th scope="col">{t!(i18n, orders.col_object)}</th>
-                                <th scope="col">{t!(i18n, orders.col_error)}</th>
-                                <th scope="col">{t!(i18n, orders.col_updated)}</th>
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {order
-                                .requests
-                                .into_iter()
-                                .map(|r| {
-                                    view! {
-                                        <tr>
-                                            <td class="mono">{r.idempotency_key}</td>
-                                            <td data-status=r.status.clone()>{request_status_name(i18n, &r.status)}</td>
-                                            <td>{r.http_status.map(|s| s.to_string()).unwrap_or("-".into())}</td>
-                                            <td>{r.attempts}</td>
-                                            <td class="mono">{r.object_id.unwrap_or_default()}</td>
-                                            <td class="error-text">{r.error.unwrap_or_default()}</td>
-                                            <td>{r.at}</td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                </div>
-            }
+            view! { <RequestTable rows=order.requests with_order=false/> }
                 .into_any()
         }}
     }

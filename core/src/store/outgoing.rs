@@ -7,6 +7,7 @@ use super::money::{MoneyTx, StepSource};
 use super::{BeginWrite, Orders, StripeRequests};
 use crate::error::StoreError;
 use crate::ids::OrderId;
+pub use crate::outgoing::RequestStatus;
 
 /// An order the shop asks for: it exists before Stripe knows about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,43 +29,6 @@ pub enum OrderCreation {
     Existing,
     /// An order with this id exists for another package or customer.
     Conflict,
-}
-
-/// Where a recorded Stripe request stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestStatus {
-    /// Recorded, no answer yet (the sender may have died while waiting).
-    Pending,
-    /// Timed out, connection lost or 5xx: Stripe may have acted; only a retry with the same
-    /// key tells.
-    Indeterminate,
-    Succeeded,
-    /// Stripe refused it (4xx); the same key will get the same refusal.
-    Failed,
-}
-
-impl RequestStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestStatus::Pending => "pending",
-            RequestStatus::Indeterminate => "indeterminate",
-            RequestStatus::Succeeded => "succeeded",
-            RequestStatus::Failed => "failed",
-        }
-    }
-
-    fn parse(value: &str) -> Result<RequestStatus, StoreError> {
-        match value {
-            "pending" => Ok(RequestStatus::Pending),
-            "indeterminate" => Ok(RequestStatus::Indeterminate),
-            "succeeded" => Ok(RequestStatus::Succeeded),
-            "failed" => Ok(RequestStatus::Failed),
-            other => Err(StoreError::Corrupt(format!(
-                "unknown stripe request status '{other}'"
-            ))),
-        }
-    }
 }
 
 /// One outgoing Stripe request as recorded. Field names are a contract for scripts (`--json`).
@@ -139,7 +103,7 @@ fn request_view(row: RequestRow) -> Result<StripeRequestView, StoreError> {
     Ok(StripeRequestView {
         amount,
         expired_at,
-        status: RequestStatus::parse(&status)?,
+        status: status.parse().map_err(StoreError::Corrupt)?,
         idempotency_key,
         operation,
         order_id,
@@ -364,6 +328,31 @@ impl StripeRequests<'_> {
             sqlx::query_as(&sql).bind(order_id).fetch_all(pool).await
         })?;
         rows.into_iter().map(request_view).collect()
+    }
+
+    /// The requests in `status`, the most recently updated first (up to `limit`), and how
+    /// many there are in all.
+    pub async fn in_status(
+        self,
+        status: RequestStatus,
+        limit: i64,
+    ) -> Result<(i64, Vec<StripeRequestView>), StoreError> {
+        const COUNT: &str = "SELECT COUNT(*) FROM stripe_requests WHERE status = $1";
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE status = $1 \
+             ORDER BY updated_at DESC, idempotency_key LIMIT $2"
+        );
+        let total: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar(COUNT).bind(status.as_str()).fetch_one(pool).await
+        })?;
+        let rows: Vec<RequestRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(status.as_str()).bind(limit).fetch_all(pool).await
+        })?;
+        let rows = rows
+            .into_iter()
+            .map(request_view)
+            .collect::<Result<_, _>>()?;
+        Ok((total, rows))
     }
 
     /// The orders whose requests made the Stripe object `object_id` (a refund, a session).

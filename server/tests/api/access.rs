@@ -20,7 +20,7 @@ on_both_backends!(
 );
 
 /// Every page of the dashboard (GET), with a path that exists.
-const PAGES: [&str; 15] = [
+const PAGES: [&str; 17] = [
     "/claims/redrive",
     "/claims/redrive?status=failed&preview=1",
     "/claims/redrive/bulk_nope",
@@ -36,6 +36,8 @@ const PAGES: [&str; 15] = [
     "/operators",
     "/claims?status=failed",
     "/search?q=ord_pub_0001",
+    "/requests",
+    "/requests?status=succeeded",
 ];
 
 /// Every mutating action, with a valid form.
@@ -99,6 +101,7 @@ fn arguments(path: &str) -> Vec<(&'static str, &'static str)> {
         "bulk_batch" | "bulk_batch_progress" => vec![("batch_id", "bulk_nope")],
         "orders" | "search" => vec![("term", "ord_pub_0001")],
         "order" => vec![("order_id", "ord_pub_0001")],
+        "requests" => vec![("status", "indeterminate")],
         _ => vec![],
     }
 }

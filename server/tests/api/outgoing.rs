@@ -34,6 +34,7 @@ on_both_backends!(
     a_refund_for_more_than_is_left_is_refused_before_sending,
     the_order_api_never_opens_a_second_session_for_a_settled_order,
     an_expired_session_is_replaced_under_the_next_key,
+    a_refund_left_without_an_answer_is_listed_where_its_alert_points,
 );
 
 pub const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
@@ -1190,4 +1191,85 @@ async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
     let kept: Value = shop.post_order(body).await.json().await.unwrap();
     assert_eq!(kept["checkout_session_id"], renewed["checkout_session_id"]);
     assert_eq!(shop.objects("checkout_sessions").await.len(), 2);
+}
+
+/// Every attempt's answer lost on the way back: the refund is left indeterminate, listed on
+/// the page its alert links to (with its order), and sending it again gets Stripe's replay.
+async fn a_refund_left_without_an_answer_is_listed_where_its_alert_points(backend: Backend) {
+    use claimcheck_core::alert::AlertCondition;
+    use claimcheck_core::auth::Role;
+
+    let shop = shop(backend).await;
+    shop.paid_order("ord_lost").await;
+    shop.arm("/v1/refunds", FaultMode::Drop, 4, 0).await;
+    let lost = shop.refund("ord_lost").await;
+    assert!(lost.is_err(), "{lost:?}");
+    let key = "refund:ord_lost:4900";
+    assert_eq!(
+        shop.app
+            .store
+            .stripe_requests()
+            .get(key)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+            .as_str(),
+        "indeterminate"
+    );
+
+    let vera = shop.app.sign_in_as("vera", Role::Viewer).await;
+    let page = |path: &str| {
+        let request = vera.get(shop.app.url(path));
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.text().await.unwrap()
+        }
+    };
+    let listed = page(AlertCondition::IndeterminateRequests.page()).await;
+    assert!(listed.contains(&format!(r#"data-key="{key}""#)), "{listed}");
+    assert!(listed.contains(r#"href="/orders/ord_lost""#), "{listed}");
+    assert!(
+        listed.contains(r#"data-status="indeterminate""#),
+        "{listed}"
+    );
+    assert!(listed.contains("1 of 1"), "{listed}");
+    // The order's own checkout session succeeded: it is on another tab.
+    let succeeded = page("/requests?status=succeeded").await;
+    assert!(
+        succeeded.contains("checkout-session:ord_lost"),
+        "{succeeded}"
+    );
+    assert!(!succeeded.contains(key), "{succeeded}");
+
+    // Sent again under its key: Stripe's first answer, one refund, one revoke.
+    let refunded = shop.refund("ord_lost").await.unwrap();
+    assert_eq!(shop.objects("refunds").await.len(), 1);
+    assert_eq!(shop.ledger_rows("ord_lost", "revoke").await, 1);
+    assert_eq!(refunded.order.status, OrderStatus::Refunded);
+    let listed = page("/requests?status=indeterminate").await;
+    assert!(listed.contains(r#"data-testid="no-requests""#), "{listed}");
+    assert!(page("/requests?status=succeeded").await.contains(key));
+
+    // A status that is not one is refused, in words.
+    let garbled = shop
+        .app
+        .call(&vera, "requests", &[("status", "answered")])
+        .await;
+    assert_eq!(garbled.status(), 400);
+    assert!(
+        garbled
+            .text()
+            .await
+            .unwrap()
+            .contains("not a request status"),
+        "the reason is given"
+    );
+    // Anonymous callers are not shown a thing.
+    let anonymous = shop
+        .app
+        .call(&shop.app.client, "requests", &[("status", "indeterminate")])
+        .await;
+    assert_eq!(anonymous.status(), 401);
 }
