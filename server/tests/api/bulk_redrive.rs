@@ -24,6 +24,7 @@ on_both_backends!(
     two_batches_over_the_same_claims_run_each_claim_once,
     a_cancel_stops_between_claims_and_leaves_the_rest_untouched,
     an_interrupted_batch_shows_so_and_resumes,
+    support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the_dashboard,
     the_preview_counts_orders_and_the_credits_they_have,
     the_command_line_previews_confirms_and_refuses,
 );
@@ -557,6 +558,164 @@ async fn an_interrupted_batch_shows_so_and_resumes(app: TestApp) {
         bulk_redrive::cancel(&app.store, &sam, &unknown).await,
         Err(BulkError::NoBatch(_))
     ));
+}
+
+/// The batch page's two buttons, as the browser posts them: a cancel while the batch runs in
+/// the server's background, and a resume of a batch whose runner died.
+async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the_dashboard(
+    app: TestApp,
+) {
+    seed_failed(&app, "dash", 1000, "boom").await;
+    let sam = app.sign_in_as("sam", Role::Support).await;
+    let post = |path: &'static str, form: Vec<(&'static str, String)>| {
+        let request = sam.post(app.url(path)).form(&form);
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 303, "{path}");
+            response.headers()["location"].to_str().unwrap().to_owned()
+        }
+    };
+    let location = post(
+        "/dashboard/actions/bulk-redrive",
+        vec![
+            ("status", "failed".into()),
+            ("reason", "package table fixed".into()),
+            ("confirm", "1000".into()),
+        ],
+    )
+    .await;
+    let batch_id = BatchId::parse(
+        location
+            .trim_start_matches("/claims/redrive/")
+            .split('?')
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let batch = || async {
+        app.store
+            .bulk_redrives()
+            .get(&batch_id, now_ms())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    while batch().await.done() < 20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // Without the tick box nothing stops.
+    let unticked = post(
+        "/dashboard/actions/bulk-redrive/cancel",
+        vec![("batch_id", batch_id.to_string())],
+    )
+    .await;
+    assert!(unticked.contains("error="), "{unticked}");
+    assert!(batch().await.cancel_requested_by.is_none());
+    let cancelled = post(
+        "/dashboard/actions/bulk-redrive/cancel",
+        vec![
+            ("batch_id", batch_id.to_string()),
+            ("confirm", "yes".into()),
+        ],
+    )
+    .await;
+    assert!(
+        cancelled.starts_with(&format!("/claims/redrive/{batch_id}?notice=")),
+        "{cancelled}"
+    );
+    let ended = loop {
+        let now = batch().await;
+        if now.state.is_over() {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(ended.state, BatchState::Cancelled);
+    assert_eq!(ended.cancel_requested_by.as_deref(), Some("dashboard:sam"));
+    assert!(
+        ended.done() >= 20 && ended.done() < 1000,
+        "stopped midway: {ended:?}"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'failed'")
+            .await,
+        1000 - ended.done()
+    );
+    let page = sam
+        .get(app.url(&format!("/claims/redrive/{batch_id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&format!("{} / 1000", ended.done())), "{page}");
+    assert!(page.contains("dashboard:sam"), "who cancelled it: {page}");
+
+    // What the cancel left is started again as a batch whose runner then dies.
+    let left = 1000 - ended.done();
+    let cli = Actor::Cli("ops".into());
+    let started = bulk_redrive::start(&app.store, &cli, failed(), "after the outage", left)
+        .await
+        .unwrap();
+    app.db
+        .execute(&format!(
+            "UPDATE bulk_redrives SET lease_until = 1 WHERE batch_id = '{}'",
+            started.batch_id
+        ))
+        .await;
+    let resumed = post(
+        "/dashboard/actions/bulk-redrive/resume",
+        vec![
+            ("batch_id", started.batch_id.to_string()),
+            ("reason", "picking it up".into()),
+        ],
+    )
+    .await;
+    assert!(resumed.contains("notice="), "{resumed}");
+    let finished = loop {
+        let now = app
+            .store
+            .bulk_redrives()
+            .get(&started.batch_id, now_ms())
+            .await
+            .unwrap()
+            .unwrap();
+        if now.state.is_over() {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(finished.state, BatchState::Finished);
+    assert_eq!(finished.processed, left);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
+            .await,
+        1000,
+        "every order credited once, across the two batches"
+    );
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'bulk_redrive_resume' \
+                 AND actor = 'dashboard:sam' AND reason = 'picking it up'"
+            )
+            .await,
+        1
+    );
+    // Over is over: resuming it again is refused in words.
+    let again = post(
+        "/dashboard/actions/bulk-redrive/resume",
+        vec![
+            ("batch_id", started.batch_id.to_string()),
+            ("reason", "again".into()),
+        ],
+    )
+    .await;
+    assert!(again.contains("error="), "{again}");
 }
 
 async fn the_preview_counts_orders_and_the_credits_they_have(app: TestApp) {

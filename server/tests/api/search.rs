@@ -10,6 +10,7 @@ use crate::helpers::{TestApp, fixture, on_both_backends};
 on_both_backends!(
     one_match_opens_straight_away,
     several_matches_or_none_land_on_the_results_page,
+    a_charge_refunded_in_parts_and_its_dispute_open_their_order,
     search_is_for_signed_in_operators_and_bounded,
 );
 
@@ -76,6 +77,63 @@ async fn one_match_opens_straight_away(app: TestApp) {
     // Where the jump lands renders.
     let page = viewer.get(app.url(order)).send().await.unwrap();
     assert_eq!(page.status(), 200);
+}
+
+/// Several events about one charge or one dispute still name one order: the search opens it.
+async fn a_charge_refunded_in_parts_and_its_dispute_open_their_order(app: TestApp) {
+    let paid = fixture("checkout.session.completed.paid");
+    assert_eq!(app.deliver(&paid).await.status(), 200);
+    let refund: Value = serde_json::from_slice(&fixture("charge.refunded")).unwrap();
+    let charge = refund["data"]["object"]["id"].as_str().unwrap().to_owned();
+    let intent = refund["data"]["object"]["payment_intent"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (i, refunded) in [1000, 2500, 3000].into_iter().enumerate() {
+        let mut part = refund.clone();
+        part["id"] = format!("evt_part_{i}").into();
+        part["data"]["object"]["amount_refunded"] = refunded.into();
+        part["data"]["object"]["refunded"] = false.into();
+        let body = serde_json::to_vec(&part).unwrap();
+        assert_eq!(app.deliver(&body).await.status(), 200, "part {i}");
+    }
+    for (id, kind, status) in [
+        ("evt_dp_open", "charge.dispute.created", "needs_response"),
+        ("evt_dp_won", "charge.dispute.closed", "won"),
+    ] {
+        let event = serde_json::json!({
+            "id": id, "object": "event", "type": kind, "created": 1_764_400_000,
+            "livemode": false,
+            "data": {"object": {"id": "dp_pub0001", "object": "dispute", "amount": 1900,
+                                "currency": "chf", "charge": charge, "payment_intent": intent,
+                                "reason": "fraudulent", "status": status}}
+        });
+        let body = serde_json::to_vec(&event).unwrap();
+        assert_eq!(app.deliver(&body).await.status(), 200, "{kind}");
+    }
+    let worker = Worker::new(app.store.clone(), "search-test", WorkerConfig::default());
+    while !worker.run_once().await.unwrap().is_empty() {}
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
+            .await,
+        6,
+        "the payment, three refunds and the dispute's two events"
+    );
+
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let order = "/orders/ord_pub_0001";
+    assert_eq!(go(&app, &viewer, &charge).await, order, "three refunds");
+    assert_eq!(
+        go(&app, &viewer, "dp_pub0001").await,
+        order,
+        "opened and won"
+    );
+    assert_eq!(
+        go(&app, &viewer, "evt_part_1").await,
+        "/events/evt_part_1",
+        "an event id is the event"
+    );
 }
 
 async fn several_matches_or_none_land_on_the_results_page(app: TestApp) {
