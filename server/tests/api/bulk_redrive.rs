@@ -13,7 +13,7 @@ use claimcheck_core::ops::Actor;
 use claimcheck_core::ops::bulk_redrive::{self, BulkError};
 use claimcheck_core::webhook::Envelope;
 use claimcheck_core::worker::{Worker, WorkerConfig};
-use claimcheck_core::{BatchId, ClaimSource, ClaimState, WriteOp, now_ms};
+use claimcheck_core::{BatchId, BatchView, ClaimSource, ClaimState, WriteOp, now_ms};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
@@ -560,6 +560,26 @@ async fn an_interrupted_batch_shows_so_and_resumes(app: TestApp) {
     ));
 }
 
+async fn batch_now(app: &TestApp, batch_id: &BatchId) -> BatchView {
+    app.store
+        .bulk_redrives()
+        .get(batch_id, now_ms())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// The batch once it has finished, been cancelled or stopped.
+async fn until_over(app: &TestApp, batch_id: &BatchId) -> BatchView {
+    loop {
+        let batch = batch_now(app, batch_id).await;
+        if batch.state.is_over() {
+            return batch;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The batch page's two buttons, as the browser posts them: a cancel while the batch runs in
 /// the server's background, and a resume of a batch whose runner died.
 async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the_dashboard(
@@ -592,15 +612,7 @@ async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the
             .unwrap(),
     )
     .unwrap();
-    let batch = || async {
-        app.store
-            .bulk_redrives()
-            .get(&batch_id, now_ms())
-            .await
-            .unwrap()
-            .unwrap()
-    };
-    while batch().await.done() < 20 {
+    while batch_now(&app, &batch_id).await.done() < 20 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
@@ -611,7 +623,12 @@ async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the
     )
     .await;
     assert!(unticked.contains("error="), "{unticked}");
-    assert!(batch().await.cancel_requested_by.is_none());
+    assert!(
+        batch_now(&app, &batch_id)
+            .await
+            .cancel_requested_by
+            .is_none()
+    );
     let cancelled = post(
         "/dashboard/actions/bulk-redrive/cancel",
         vec![
@@ -624,13 +641,7 @@ async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the
         cancelled.starts_with(&format!("/claims/redrive/{batch_id}?notice=")),
         "{cancelled}"
     );
-    let ended = loop {
-        let now = batch().await;
-        if now.state.is_over() {
-            break now;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let ended = until_over(&app, &batch_id).await;
     assert_eq!(ended.state, BatchState::Cancelled);
     assert_eq!(ended.cancel_requested_by.as_deref(), Some("dashboard:sam"));
     assert!(
@@ -675,19 +686,7 @@ async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the
     )
     .await;
     assert!(resumed.contains("notice="), "{resumed}");
-    let finished = loop {
-        let now = app
-            .store
-            .bulk_redrives()
-            .get(&started.batch_id, now_ms())
-            .await
-            .unwrap()
-            .unwrap();
-        if now.state.is_over() {
-            break now;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let finished = until_over(&app, &started.batch_id).await;
     assert_eq!(finished.state, BatchState::Finished);
     assert_eq!(finished.processed, left);
     assert_eq!(
