@@ -5,6 +5,8 @@
 //! only commits while it still holds the lease, so a worker whose lease was taken over can
 //! never complete a claim twice.
 
+use std::collections::HashMap;
+
 use super::money::{MoneyTx, StepSource};
 use super::{BeginWrite, Claims, Pool, Write};
 use crate::error::StoreError;
@@ -118,7 +120,19 @@ const UPSERT_ORDER: &str = concat!(
     on_order_conflict!()
 );
 
-/// A batch of distinct orders in one statement: PostgreSQL reads them from arrays.
+/// Orders of a batch whose money moved before they were unlocked (a refund or dispute
+/// fulfilled before the payment): their unlock is settled against those facts.
+macro_rules! with_money_facts {
+    () => {
+        "amount_refunded > 0 OR dispute_id IS NOT NULL \
+         OR EXISTS (SELECT 1 FROM failed_refunds f WHERE f.order_id = orders.order_id)"
+    };
+}
+const WITH_MONEY_FACTS: &str = with_money_facts!();
+
+/// A batch of distinct orders in one statement: PostgreSQL reads them from arrays, and
+/// returns each order as it now stands with whether its money moved before: what the batch's
+/// unlocks need, so they never read the orders again.
 const UPSERT_ORDERS_POSTGRES: &str = concat!(
     "INSERT INTO orders (order_id, checkout_session_id, payment_intent_id, customer_id, ",
     "customer_email, package, credits, status, payment_status, created_at, updated_at, ",
@@ -126,7 +140,10 @@ const UPSERT_ORDERS_POSTGRES: &str = concat!(
     "SELECT o, s, pi, c, e, p, cr, st, ps, $10, $10, am, cu FROM UNNEST($1::text[], ",
     "$2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], ",
     "$9::text[], $11::bigint[], $12::text[]) AS u(o, s, pi, c, e, p, cr, st, ps, am, cu) ",
-    on_order_conflict!()
+    on_order_conflict!(),
+    " RETURNING order_id, status, credits, customer_email, customer_id, (",
+    with_money_facts!(),
+    ")"
 );
 
 /// SQLite reads them from a JSON array (`WHERE true` lets the parser see the upsert).
@@ -140,19 +157,18 @@ const UPSERT_ORDERS_SQLITE: &str = concat!(
     on_order_conflict!()
 );
 
-/// Unlock entries for a batch of (order, event) pairs, for the orders that are paid.
-/// PostgreSQL writes the unlocks and, in the same round trip, names the orders just unlocked
-/// whose money moved before (see [`WITH_MONEY_FACTS`]).
+/// Unlock entries for a batch of paid orders, from arrays the upsert returned; names the
+/// orders that got theirs now (not before).
+///
+/// Joining the orders here instead let PostgreSQL plan a hash join over a sequential scan of
+/// every order whenever its statistics were stale (a fresh database, autovacuum behind a bulk
+/// load): each batch read the whole table, so fulfilment slowed as orders grew.
 const UNLOCK_POSTGRES: &str = "\
-    WITH unlocked AS ( \
-      INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
-                                 created_at) \
-      SELECT o.order_id, 'unlock', o.credits, o.customer_email, o.customer_id, u.event_id, $3 \
-      FROM UNNEST($1::text[], $2::text[]) AS u(order_id, event_id) \
-      JOIN orders o ON o.order_id = u.order_id WHERE o.status = 'paid' \
-      ON CONFLICT DO NOTHING RETURNING order_id) \
-    SELECT orders.order_id FROM unlocked JOIN orders ON orders.order_id = unlocked.order_id \
-    WHERE ";
+    INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
+                               created_at) \
+    SELECT o, 'unlock', d, e, c, ev, $6 \
+    FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(o, d, e, c, ev) \
+    ON CONFLICT DO NOTHING RETURNING order_id";
 
 const UNLOCK_SQLITE: &str = "\
     INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
@@ -186,12 +202,6 @@ const UNLOCK: &str = "\
     SELECT order_id, 'unlock', credits, customer_email, customer_id, $2, $3 \
     FROM orders WHERE order_id = $1 AND status = 'paid' \
     ON CONFLICT DO NOTHING";
-
-/// Orders of a batch whose money moved before they were unlocked (a refund or dispute
-/// fulfilled before the payment): their unlock is settled against those facts.
-const WITH_MONEY_FACTS: &str = "\
-    amount_refunded > 0 OR dispute_id IS NOT NULL \
-    OR EXISTS (SELECT 1 FROM failed_refunds f WHERE f.order_id = orders.order_id)";
 
 const MARK_PROCESSED: &str = "\
     UPDATE processed_stripe_events \
@@ -594,6 +604,10 @@ impl Claims<'_> {
 /// shared orders in the same order); `None` if the batch holds anything else.
 type SessionBatch<'a> = Vec<(&'a LeasedClaim, &'a OrderFacts, SessionAction)>;
 
+/// An order as the batch upsert left it: id, status, credits, customer e-mail and id, and
+/// whether its money moved before it was unlocked.
+type UpsertedOrder = (String, String, i64, Option<String>, Option<String>, bool);
+
 fn distinct_sessions<'a>(batch: &[(&'a LeasedClaim, &'a Plan)]) -> Option<SessionBatch<'a>> {
     let mut sessions: SessionBatch<'a> = batch
         .iter()
@@ -641,7 +655,7 @@ impl Claims<'_> {
                         .map(|(_, o, _)| f(o).map(str::to_owned))
                         .collect()
                 };
-                sqlx::query(UPSERT_ORDERS_POSTGRES)
+                let upserted: Vec<UpsertedOrder> = sqlx::query_as(UPSERT_ORDERS_POSTGRES)
                     .bind(column(|o| Some(o.order_id.as_str())))
                     .bind(column(|o| Some(o.session_id.as_str())))
                     .bind(column(|o| o.payment_intent.as_deref()))
@@ -669,17 +683,34 @@ impl Claims<'_> {
                             .collect::<Vec<Option<i64>>>(),
                     )
                     .bind(column(|o| o.currency.as_deref()))
-                    .execute(&mut *tx)
+                    .fetch_all(&mut *tx)
                     .await?;
-                if !unlocks.is_empty() {
-                    let (orders, events): (Vec<&str>, Vec<&str>) = unlocks.iter().copied().unzip();
-                    let sql = format!("{UNLOCK_POSTGRES}{WITH_MONEY_FACTS}");
-                    let moved: Vec<String> = sqlx::query_scalar(&sql)
-                        .bind(&orders)
-                        .bind(events)
+                let by_id: HashMap<&str, &UpsertedOrder> =
+                    upserted.iter().map(|o| (o.0.as_str(), o)).collect();
+                // Only the orders that are paid now are unlocked (never one refunded since).
+                let paid: Vec<(&UpsertedOrder, &str)> = unlocks
+                    .iter()
+                    .filter_map(|(order_id, event_id)| {
+                        by_id
+                            .get(order_id)
+                            .filter(|o| o.1 == "paid")
+                            .map(|o| (*o, *event_id))
+                    })
+                    .collect();
+                if !paid.is_empty() {
+                    let unlocked: Vec<String> = sqlx::query_scalar(UNLOCK_POSTGRES)
+                        .bind(paid.iter().map(|(o, _)| o.0.as_str()).collect::<Vec<_>>())
+                        .bind(paid.iter().map(|(o, _)| o.2).collect::<Vec<i64>>())
+                        .bind(paid.iter().map(|(o, _)| o.3.as_deref()).collect::<Vec<_>>())
+                        .bind(paid.iter().map(|(o, _)| o.4.as_deref()).collect::<Vec<_>>())
+                        .bind(paid.iter().map(|(_, e)| *e).collect::<Vec<&str>>())
                         .bind(now)
                         .fetch_all(&mut *tx)
                         .await?;
+                    let moved: Vec<String> = unlocked
+                        .into_iter()
+                        .filter(|id| by_id.get(id.as_str()).is_some_and(|o| o.5))
+                        .collect();
                     settle_moved(&mut tx, &unlocks, &moved, now).await?;
                 }
                 crate::failpoint::hit("after-ledger").await;

@@ -19,6 +19,7 @@ on_both_backends!(
     a_dispute_holds_the_credits_and_a_win_restores_them,
     a_lost_dispute_is_a_chargeback_without_credits,
     any_order_and_duplication_of_an_orders_events_ends_the_same,
+    payments_unlocked_together_settle_what_their_money_did_before,
 );
 
 /// One order's events, with ids unique to `case`.
@@ -66,6 +67,16 @@ impl Order {
                 "metadata": { "order_id": self.id(), "credits": "40" },
             }),
         )
+    }
+
+    /// The session completed with `payment_status` `unpaid` (a SEPA debit on its way), or its
+    /// async payment succeeded.
+    fn session(&self, kind: &str, payment_status: &str) -> Value {
+        let mut event = self.paid();
+        event["id"] = json!(format!("evt_{}_{kind}", self.case));
+        event["type"] = json!(kind);
+        event["data"]["object"]["payment_status"] = json!(payment_status);
+        event
     }
 
     /// A refund that leaves `total` refunded on the charge.
@@ -408,6 +419,49 @@ async fn any_order_and_duplication_of_an_orders_events_ends_the_same(app: TestAp
             "{case}: {:?}",
             done.ledger
         );
+    }
+}
+
+/// SEPA payments whose money moved before they cleared (a refund, a dispute, a refund that
+/// then failed), all cleared in one batch: the set-based batch unlock settles each order
+/// against its own facts, and leaves the others alone.
+async fn payments_unlocked_together_settle_what_their_money_did_before(app: TestApp) {
+    let orders: Vec<Order> = ["sepa_refunded", "sepa_disputed", "sepa_bounced", "sepa_plain"]
+        .into_iter()
+        .map(Order::new)
+        .collect();
+    for o in &orders {
+        deliver(&app, &o.session("checkout.session.completed", "unpaid")).await;
+    }
+    settle(&app).await;
+    deliver(&app, &orders[0].refunded(2450)).await;
+    deliver(&app, &orders[1].dispute("charge.dispute.created", "needs_response")).await;
+    deliver(&app, &orders[2].refunded(2450)).await;
+    deliver(&app, &orders[2].refund_failed("1", 2450)).await;
+    settle(&app).await;
+    for o in &orders {
+        assert_eq!(order(&app, o).await.credits_granted, 0, "{}", o.case);
+        deliver(&app, &o.session("checkout.session.async_payment_succeeded", "paid")).await;
+    }
+    // One lease, one batch of four distinct orders.
+    let attempts = worker(&app).run_once().await.unwrap();
+    assert_eq!(attempts.len(), 4, "{attempts:?}");
+    let expected = [
+        (OrderStatus::PartiallyRefunded, 20),
+        (OrderStatus::Disputed, 0),
+        (OrderStatus::Paid, 40),
+        (OrderStatus::Paid, 40),
+    ];
+    for (o, (status, credits)) in orders.iter().zip(expected) {
+        let done = order(&app, o).await;
+        assert_eq!(
+            (done.status, done.credits_granted),
+            (status, credits),
+            "{}: {:?}",
+            o.case,
+            done.ledger
+        );
+        assert_eq!(rows(&app, o, "unlock").await, 1, "{}", o.case);
     }
 }
 
