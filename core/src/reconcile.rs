@@ -96,8 +96,26 @@ fn start(since: Option<i64>, cursor: Option<i64>, config: &ReconcileConfig, now_
 }
 
 /// One run, on behalf of `actor`. `since` (unix seconds) overrides the cursor; a dry run
-/// lists and counts but claims nothing and keeps the cursor.
+/// lists and counts but claims nothing and keeps the cursor. Every run but a dry one and one
+/// that found another under way is reported to the client's observer, a failed one too
+/// (the database away before the run could start included).
 pub async fn run(
+    store: &Store,
+    api: &StripeApi,
+    config: &ReconcileConfig,
+    actor: &str,
+    since: Option<i64>,
+    dry_run: bool,
+) -> Result<ReconcileReport, ReconcileError> {
+    let outcome = run_recorded(store, api, config, actor, since, dry_run).await;
+    if !dry_run && !matches!(outcome, Err(ReconcileError::Busy)) {
+        api.observer().reconcile_ended(outcome.as_ref());
+    }
+    outcome
+}
+
+/// The run under its lease, recorded in `reconcile_runs`.
+async fn run_recorded(
     store: &Store,
     api: &StripeApi,
     config: &ReconcileConfig,
@@ -137,14 +155,10 @@ pub async fn run(
         .release_lease(&owner, new_cursor)
         .await;
     // The run's own outcome, unless it could not be recorded or its lease released.
-    let outcome = recorded
+    recorded
         .and(released)
         .map_err(ReconcileError::from)
-        .and(outcome);
-    if !dry_run {
-        api.observer().reconcile_ended(outcome.as_ref());
-    }
-    outcome
+        .and(outcome)
 }
 
 async fn run_leased(

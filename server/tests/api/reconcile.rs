@@ -321,9 +321,12 @@ async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Ba
         base_backoff: Duration::from_millis(400),
         ..config()
     };
+    // The runs report to metrics like the server's: the run made, the one refused as busy not.
+    let metrics = std::sync::Arc::new(claimcheck_server::metrics::Metrics::default());
+    let observed = |api: StripeApi| api.with_observer(metrics.clone());
     let first = tokio::spawn({
         let store = drill.app.store.clone();
-        let api = drill.api.clone();
+        let api = observed(drill.api.clone());
         async move { run(&store, &api, &slow, "first", None, false).await }
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -339,7 +342,7 @@ async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Ba
     }
     let second = run(
         &drill.app.store,
-        &drill.api,
+        &observed(drill.api.clone()),
         &config(),
         "second",
         None,
@@ -358,7 +361,7 @@ async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Ba
         .await;
     let refused = run(
         &drill.app.store,
-        &api(&drill.sim, "rk_test_wrong_key"),
+        &observed(api(&drill.sim, "rk_test_wrong_key")),
         &config(),
         "refused",
         None,
@@ -394,6 +397,14 @@ async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Ba
         1,
         "the lease is given back"
     );
+    let figures = metrics.render(&Default::default());
+    for counted in [
+        "claimcheck_reconcile_runs_total 2\n",
+        "claimcheck_reconcile_failures_total 1\n",
+        "claimcheck_reconcile_events_recovered_total 2\n",
+    ] {
+        assert!(figures.contains(counted), "{counted} in {figures}");
+    }
 }
 
 async fn a_backlog_of_250_events_is_recovered_across_pages(backend: Backend) {
