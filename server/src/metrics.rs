@@ -97,12 +97,13 @@ const ALERT_CHANGES: [MessageKind; 3] = [
     MessageKind::Resolved,
 ];
 
-/// What the database holds at the moment of a scrape.
+/// What the database holds at the moment of a scrape; each part `None` when it could not be
+/// read (left out of the scrape rather than shown stale).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    pub claims: ClaimCounts,
+    pub claims: Option<ClaimCounts>,
     /// The conditions with an open alert.
-    pub open_alerts: Vec<AlertCondition>,
+    pub open_alerts: Option<Vec<AlertCondition>>,
 }
 
 #[derive(Debug)]
@@ -314,14 +315,14 @@ impl Metrics {
         }
     }
 
-    /// The exposition: this process's families, then what the database holds when it could
-    /// be read (`None` leaves it out rather than show stale figures).
-    pub fn render(&self, database: Option<&Snapshot>) -> String {
+    /// The exposition: this process's families, then what the database holds, each part
+    /// that could be read.
+    pub fn render(&self, database: &Snapshot) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
-        if let Some(database) = database {
-            let mut registry = Registry::with_prefix("claimcheck");
+        let mut registry = Registry::with_prefix("claimcheck");
+        if let Some(counts) = &database.claims {
             let claims = Family::<StateLabel, Gauge>::default();
             registry.register(
                 "claims",
@@ -333,8 +334,10 @@ impl Metrics {
                     .get_or_create(&StateLabel {
                         state: state.as_str(),
                     })
-                    .set(database.claims.get(state));
+                    .set(counts.get(state));
             }
+        }
+        if let Some(open_alerts) = &database.open_alerts {
             let open = Family::<ConditionLabel, Gauge>::default();
             registry.register(
                 "alerts_open",
@@ -345,10 +348,10 @@ impl Metrics {
                 open.get_or_create(&ConditionLabel {
                     condition: condition.as_str(),
                 })
-                .set(i64::from(database.open_alerts.contains(&condition)));
+                .set(i64::from(open_alerts.contains(&condition)));
             }
-            let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         }
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         out
     }
 }
@@ -395,7 +398,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.observe(DeliveryOutcome::Claimed, Duration::from_micros(800));
         metrics.observe(DeliveryOutcome::BadSignature, Duration::from_millis(30));
-        let text = metrics.render(None);
+        let text = metrics.render(&Snapshot::default());
         assert!(text.contains("claimcheck_webhook_deliveries_total{outcome=\"claimed\"} 1\n"));
         assert!(
             text.contains("claimcheck_webhook_deliveries_total{outcome=\"bad_signature\"} 1\n")
@@ -413,14 +416,14 @@ mod tests {
     fn claims_by_state_are_rendered_when_known() {
         let metrics = Metrics::default();
         let database = Snapshot {
-            claims: ClaimCounts {
+            claims: Some(ClaimCounts {
                 pending: 2,
                 processed: 5,
                 ..ClaimCounts::default()
-            },
-            open_alerts: vec![AlertCondition::StaleClaims],
+            }),
+            open_alerts: Some(vec![AlertCondition::StaleClaims]),
         };
-        let text = metrics.render(Some(&database));
+        let text = metrics.render(&database);
         assert!(text.contains("# TYPE claimcheck_claims gauge\n"), "{text}");
         assert!(text.contains("claimcheck_claims{state=\"pending\"} 2\n"));
         assert!(text.contains("claimcheck_claims{state=\"processed\"} 5\n"));
@@ -431,6 +434,16 @@ mod tests {
         );
         assert!(text.contains("claimcheck_alerts_open{condition=\"stale_claims\"} 1\n"));
         assert!(text.contains("claimcheck_alerts_open{condition=\"failed_claims\"} 0\n"));
+        // A part that could not be read is left out; the other stays.
+        let text = metrics.render(&Snapshot {
+            open_alerts: None,
+            ..database
+        });
+        assert!(
+            text.contains("claimcheck_claims{state=\"pending\"} 2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("claimcheck_alerts_open"), "{text}");
     }
 
     #[test]
@@ -453,7 +466,7 @@ mod tests {
                 (AlertChannel::Email, SendResult::GaveUp),
             ],
         });
-        let text = metrics.render(None);
+        let text = metrics.render(&Snapshot::default());
         for line in [
             "claimcheck_alert_changes_total{condition=\"failed_claims\",kind=\"opened\"} 1\n",
             "claimcheck_alert_changes_total{condition=\"failed_claims\",kind=\"resolved\"} 1\n",
@@ -487,7 +500,7 @@ mod tests {
             },
         );
         metrics.attempt_ended(&claim, &Attempt::Processed { event_id });
-        let text = metrics.render(None);
+        let text = metrics.render(&Snapshot::default());
         assert!(
             text.contains("claimcheck_fulfilment_seconds_count 1\n"),
             "{text}"

@@ -26,42 +26,42 @@ async fn metrics(
     State(store): State<Store>,
 ) -> impl IntoResponse {
     // A database that is away must not cost the scrape the rest: the counters are what
-    // tells an operator what the outage did.
-    let database = match tokio::time::timeout(SNAPSHOT_TIMEOUT, snapshot(&store)).await {
-        Ok(Ok(snapshot)) => Some(snapshot),
-        Ok(Err(error)) => {
-            tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                "metrics: claims by state and open alerts could not be read; left out of this scrape"
-            );
-            None
-        }
-        Err(_) => {
-            tracing::warn!(
-                "metrics: the database did not answer in time; claims by state and open alerts left out"
-            );
-            None
-        }
-    };
+    // tells an operator what the outage did. Each part is read on its own.
+    let (claims, open_alerts) = tokio::join!(
+        read("claims by state", async {
+            store.claims().counts(now_ms()).await
+        }),
+        read("open alerts", async {
+            let open = store.alerts().open().await?;
+            Ok(open.into_iter().map(|alert| alert.condition).collect())
+        }),
+    );
     (
         [(
             header::CONTENT_TYPE,
             prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         )],
-        webhook.metrics.render(database.as_ref()),
+        webhook.metrics.render(&Snapshot {
+            claims,
+            open_alerts,
+        }),
     )
 }
 
-/// Claims by state and the open alerts, as the database has them now.
-async fn snapshot(store: &Store) -> Result<Snapshot, StoreError> {
-    Ok(Snapshot {
-        claims: store.claims().counts(now_ms()).await?,
-        open_alerts: store
-            .alerts()
-            .open()
-            .await?
-            .into_iter()
-            .map(|alert| alert.condition)
-            .collect(),
-    })
+/// What `query` reads, or `None` (logged) when the database fails or does not answer in time.
+async fn read<T>(what: &str, query: impl Future<Output = Result<T, StoreError>>) -> Option<T> {
+    match tokio::time::timeout(SNAPSHOT_TIMEOUT, query).await {
+        Ok(Ok(value)) => Some(value),
+        Ok(Err(error)) => {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "metrics: {what} could not be read; left out of this scrape"
+            );
+            None
+        }
+        Err(_) => {
+            tracing::warn!("metrics: the database did not answer in time; {what} left out");
+            None
+        }
+    }
 }
