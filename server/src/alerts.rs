@@ -160,20 +160,31 @@ impl SendReport {
 }
 
 /// Sends every message due at `now` on the channels configured here, all at once, each under
-/// a lease (so two instances never send one message twice) and its own timeout.
+/// a lease (so two instances never send one message twice) and its own timeout. A storage
+/// error comes back with what the round had tried by then.
 pub async fn deliver_due(
     store: &Store,
     channels: &Arc<Channels>,
     retry: &RetryPolicy,
     now: i64,
-) -> Result<SendReport, claimcheck_core::StoreError> {
-    let due = store.alerts().due(&channels.configured(), now, 50).await?;
+) -> Result<SendReport, (SendReport, claimcheck_core::StoreError)> {
+    let none = |error| (SendReport::default(), error);
+    let due = store
+        .alerts()
+        .due(&channels.configured(), now, 50)
+        .await
+        .map_err(none)?;
     let lease_ms = i64::try_from(channels.timeout.saturating_mul(4).as_millis())
         .unwrap_or(i64::MAX / 4)
         .max(1000);
     let mut sending = JoinSet::new();
     for delivery in due {
-        if !store.alerts().take(delivery.id, now, lease_ms).await? {
+        if !store
+            .alerts()
+            .take(delivery.id, now, lease_ms)
+            .await
+            .map_err(none)?
+        {
             continue;
         }
         let channels = Arc::clone(channels);
@@ -183,14 +194,17 @@ pub async fn deliver_due(
         });
     }
     let mut report = SendReport::default();
+    // Every attempt is counted, even when writing its outcome back fails: the rest of the
+    // round is still recorded, and the unrecorded one is tried again once its lease ends.
+    let mut unrecorded = None;
     while let Some(joined) = sending.join_next().await {
         let Ok((delivery, outcome)) = joined else {
             continue;
         };
-        match outcome {
+        let recorded = match outcome {
             Ok(()) => {
                 report.attempts.push((delivery.channel, SendResult::Sent));
-                store.alerts().sent(delivery.id, now).await?;
+                store.alerts().sent(delivery.id, now).await
             }
             Err(error) => {
                 let attempts = delivery.attempts + 1;
@@ -210,11 +224,22 @@ pub async fn deliver_due(
                 store
                     .alerts()
                     .attempt_failed(delivery.id, &error, retry_at)
-                    .await?;
+                    .await
             }
+        };
+        if let Err(error) = recorded {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                channel = %delivery.channel,
+                "the outcome of an alert message could not be written"
+            );
+            unrecorded = Some(error);
         }
     }
-    Ok(report)
+    match unrecorded {
+        None => Ok(report),
+        Some(error) => Err((report, error)),
+    }
 }
 
 /// Everything the alert tasks need.
@@ -289,10 +314,13 @@ pub(crate) async fn send_periodically(
             let now = claimcheck_core::now_ms();
             match deliver_due(&store, &runtime.channels, &runtime.retry, now).await {
                 Ok(report) => metrics.observe_alert_messages(&report),
-                Err(error) => tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    "sending alert messages failed; trying again shortly"
-                ),
+                Err((report, error)) => {
+                    metrics.observe_alert_messages(&report);
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "sending alert messages failed; trying again shortly"
+                    );
+                }
             }
         }
         tokio::select! {
