@@ -688,15 +688,17 @@ impl Claims<'_> {
                 let by_id: HashMap<&str, &UpsertedOrder> =
                     upserted.iter().map(|o| (o.0.as_str(), o)).collect();
                 // Only the orders that are paid now are unlocked (never one refunded since).
-                let paid: Vec<(&UpsertedOrder, &str)> = unlocks
-                    .iter()
-                    .filter_map(|(order_id, event_id)| {
-                        by_id
-                            .get(order_id)
-                            .filter(|o| o.1 == "paid")
-                            .map(|o| (*o, *event_id))
-                    })
-                    .collect();
+                // An order the upsert did not return would lose its unlock unseen: the batch
+                // is refused instead (rolled back, worked claim by claim).
+                let mut paid: Vec<(&UpsertedOrder, &str)> = Vec::with_capacity(unlocks.len());
+                for (order_id, event_id) in &unlocks {
+                    let order = by_id.get(order_id).ok_or_else(|| {
+                        StoreError::Corrupt(format!("the batch upsert did not return {order_id}"))
+                    })?;
+                    if order.1 == "paid" {
+                        paid.push((order, event_id));
+                    }
+                }
                 if !paid.is_empty() {
                     let unlocked: Vec<String> = sqlx::query_scalar(UNLOCK_POSTGRES)
                         .bind(paid.iter().map(|(o, _)| o.0.as_str()).collect::<Vec<_>>())

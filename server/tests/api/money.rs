@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use claimcheck_core::Fulfilled;
+use claimcheck_core::fulfilment::{Packages, plan};
 use claimcheck_core::money::{LedgerKind, OrderStatus};
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use claimcheck_core::{OrderId, now_ms};
@@ -422,34 +424,69 @@ async fn any_order_and_duplication_of_an_orders_events_ends_the_same(app: TestAp
     }
 }
 
-/// SEPA payments whose money moved before they cleared (a refund, a dispute, a refund that
-/// then failed), all cleared in one batch: the set-based batch unlock settles each order
-/// against its own facts, and leaves the others alone.
+/// SEPA payments whose money moved before they cleared (a refund, a dispute, a full refund
+/// half of which then failed), all cleared in one batch: the set-based batch unlock settles
+/// each order against its own facts, and leaves the others alone.
 async fn payments_unlocked_together_settle_what_their_money_did_before(app: TestApp) {
-    let orders: Vec<Order> = ["sepa_refunded", "sepa_disputed", "sepa_bounced", "sepa_plain"]
-        .into_iter()
-        .map(Order::new)
-        .collect();
+    let orders: Vec<Order> = [
+        "sepa_refunded",
+        "sepa_disputed",
+        "sepa_bounced",
+        "sepa_plain",
+    ]
+    .into_iter()
+    .map(Order::new)
+    .collect();
     for o in &orders {
         deliver(&app, &o.session("checkout.session.completed", "unpaid")).await;
     }
     settle(&app).await;
     deliver(&app, &orders[0].refunded(2450)).await;
-    deliver(&app, &orders[1].dispute("charge.dispute.created", "needs_response")).await;
-    deliver(&app, &orders[2].refunded(2450)).await;
+    deliver(
+        &app,
+        &orders[1].dispute("charge.dispute.created", "needs_response"),
+    )
+    .await;
+    deliver(&app, &orders[2].refunded(4900)).await;
     deliver(&app, &orders[2].refund_failed("1", 2450)).await;
     settle(&app).await;
     for o in &orders {
         assert_eq!(order(&app, o).await.credits_granted, 0, "{}", o.case);
-        deliver(&app, &o.session("checkout.session.async_payment_succeeded", "paid")).await;
+        deliver(
+            &app,
+            &o.session("checkout.session.async_payment_succeeded", "paid"),
+        )
+        .await;
     }
-    // One lease, one batch of four distinct orders.
-    let attempts = worker(&app).run_once().await.unwrap();
-    assert_eq!(attempts.len(), 4, "{attempts:?}");
+    // One lease, one batch of four distinct orders, through the set-based path (not the
+    // claim-by-claim one a worker falls back to).
+    let leased = app
+        .store
+        .claims()
+        .lease_due("batcher", now_ms(), 60_000, true, 8, 10)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 4);
+    let plans: Vec<_> = leased
+        .iter()
+        .map(|c| plan(&c.event_type, &c.payload, &Packages::default()).unwrap())
+        .collect();
+    let batch: Vec<_> = leased.iter().zip(&plans).collect();
+    let results = app
+        .store
+        .claims()
+        .fulfil_batch(&batch, "batcher", now_ms())
+        .await
+        .unwrap()
+        .expect("every lease held");
+    assert!(
+        results.iter().all(|r| *r == Fulfilled::Processed),
+        "{results:?}"
+    );
     let expected = [
         (OrderStatus::PartiallyRefunded, 20),
         (OrderStatus::Disputed, 0),
-        (OrderStatus::Paid, 40),
+        (OrderStatus::PartiallyRefunded, 20),
         (OrderStatus::Paid, 40),
     ];
     for (o, (status, credits)) in orders.iter().zip(expected) {
