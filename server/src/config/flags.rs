@@ -95,7 +95,7 @@ pub struct ServeArgs {
         env = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
         value_name = "CLAIMCHECK_WEBHOOK_MAX_BODY_BYTES",
         default_value_t = WebhookConfig::default().max_body_bytes,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX))
     )]
     pub webhook_max_body_bytes: usize,
     /// Which Stripe mode's events this endpoint accepts; the other mode's are refused.
@@ -219,7 +219,8 @@ pub struct ServeArgs {
 }
 
 /// A span of time on the command line: `90s`, `15m`, `1h`, `3d`, or plain seconds; written
-/// in its largest whole unit, so a default shows in `--help` as one would type it.
+/// in its largest whole unit (days from two on: a day reads `24h`), so a default shows in
+/// `--help` as one would type it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span(pub Duration);
 
@@ -248,7 +249,8 @@ impl fmt::Display for Span {
         let secs = self.0.as_secs();
         let (n, unit) = [(86_400, "d"), (3600, "h"), (60, "m")]
             .into_iter()
-            .find(|(unit, _)| secs > 0 && secs.is_multiple_of(*unit))
+            .filter(|(size, _)| *size != 86_400 || secs >= 2 * 86_400)
+            .find(|(size, _)| secs > 0 && secs.is_multiple_of(*size))
             .map_or((secs, "s"), |(size, unit)| (secs / size, unit));
         write!(f, "{n}{unit}")
     }
@@ -567,7 +569,7 @@ mod tests {
 
     #[test]
     fn spans_are_written_as_they_are_typed() {
-        for text in ["90s", "15m", "1h", "3d", "0s", "25h", "61s"] {
+        for text in ["90s", "15m", "1h", "24h", "3d", "0s", "25h", "61s"] {
             let span: Span = text.parse().unwrap();
             assert_eq!(span.to_string(), text);
         }

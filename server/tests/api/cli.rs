@@ -366,6 +366,7 @@ fn help_never_prints_the_signing_secret() {
         "[default: 3d]",
         "[default: 30s]",
         "[default: 1h]",
+        "[default: 24h]",
         "[default: 300]",
         "[default: 20000]",
         "[default: test]",
