@@ -363,6 +363,12 @@ mod server {
         error(what)
     }
 
+    /// A claim state from a filter: pending, running, stale, processed or failed.
+    pub fn claim_state(text: &str) -> Result<claimcheck_core::ClaimState, ServerFnError> {
+        text.parse()
+            .map_err(|_| bad_input(td_string!(locale(), messages.not_a_claim_state, text)))
+    }
+
     pub fn not_found(what: String) -> ServerFnError {
         status(http::StatusCode::NOT_FOUND);
         ServerFnError::new(what)
@@ -687,14 +693,14 @@ pub async fn list_events(
     to: String,
     after: String,
 ) -> Result<EventsPage, ServerFnError> {
-    use claimcheck_core::{ClaimState, EventFilter, now_ms};
+    use claimcheck_core::{EventFilter, now_ms};
 
     const PAGE: i64 = 50;
     let (store, _) = server::require(Role::Viewer).await?;
     let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let state = match nonempty(status) {
         None => None,
-        Some(s) => Some(s.parse::<ClaimState>().map_err(server::error)?),
+        Some(s) => Some(server::claim_state(&s)?),
     };
     let filter = EventFilter {
         state,
@@ -1066,13 +1072,13 @@ pub async fn bulk_preview(
     let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let state = match nonempty(status) {
         None => None,
-        Some(s) => Some(s.parse::<ClaimState>().map_err(server::error)?),
+        Some(s) => Some(server::claim_state(&s)?),
     };
     let older = match nonempty(older_than) {
         None => None,
         Some(age) => Some(
             now - parse_age(&age).map_err(|_| {
-                server::error(td_string!(server::locale(), messages.not_an_age, age))
+                server::bad_input(td_string!(server::locale(), messages.not_an_age, age))
             })?,
         ),
     };

@@ -372,19 +372,7 @@ async fn a_cancel_stops_between_claims_and_leaves_the_rest_untouched(app: TestAp
             .await
         })
     };
-    loop {
-        let batch = app
-            .store
-            .bulk_redrives()
-            .get(&started.batch_id, now_ms())
-            .await
-            .unwrap()
-            .unwrap();
-        if batch.done() >= 20 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    batch_when(&app, &started.batch_id, |b| b.done() >= 20).await;
     let ben = Actor::Dashboard("ben".into());
     let asked = bulk_redrive::cancel(&app.store, &ben, &started.batch_id)
         .await
@@ -569,15 +557,29 @@ async fn batch_now(app: &TestApp, batch_id: &BatchId) -> BatchView {
         .unwrap()
 }
 
-/// The batch once it has finished, been cancelled or stopped.
-async fn until_over(app: &TestApp, batch_id: &BatchId) -> BatchView {
+/// Waits (at most a minute) until `done` holds for the batch, and returns it then.
+async fn batch_when(
+    app: &TestApp,
+    batch_id: &BatchId,
+    done: impl Fn(&BatchView) -> bool,
+) -> BatchView {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let batch = batch_now(app, batch_id).await;
-        if batch.state.is_over() {
+        if done(&batch) {
             return batch;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the batch never got there: {batch:?}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The batch once it has finished, been cancelled or stopped.
+async fn until_over(app: &TestApp, batch_id: &BatchId) -> BatchView {
+    batch_when(app, batch_id, |b| b.state.is_over()).await
 }
 
 /// The batch page's two buttons, as the browser posts them: a cancel while the batch runs in
@@ -612,9 +614,7 @@ async fn support_cancels_a_running_batch_and_resumes_an_interrupted_one_from_the
             .unwrap(),
     )
     .unwrap();
-    while batch_now(&app, &batch_id).await.done() < 20 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    batch_when(&app, &batch_id, |b| b.done() >= 20).await;
 
     // Without the tick box nothing stops.
     let unticked = post(
