@@ -122,7 +122,32 @@ async fn unknown_page_is_a_404(app: TestApp) {
     assert!(response.text().await.unwrap().contains("Page not found"));
 }
 
-on_both_backends!(events_are_filtered_searched_and_paged);
+on_both_backends!(
+    events_are_filtered_searched_and_paged,
+    events_page_links_to_older_claims_keeping_its_filters,
+);
+
+/// A paid Checkout Session's event, its ids (`evt_`, `cs_`, `pi_`, `ord_`) named
+/// `{prefix}_{i:03}`, for one credit.
+fn paid_session(prefix: &str, i: usize, email: &str) -> Vec<u8> {
+    let id = |kind: &str| format!("{kind}_{prefix}_{i:03}");
+    let event = serde_json::json!({
+        "id": id("evt"),
+        "object": "event",
+        "type": "checkout.session.completed",
+        "created": 1,
+        "livemode": false,
+        "data": { "object": {
+            "id": id("cs"),
+            "object": "checkout.session",
+            "payment_status": "paid",
+            "payment_intent": id("pi"),
+            "customer_email": email,
+            "metadata": { "order_id": id("ord"), "credits": "1" },
+        }},
+    });
+    serde_json::to_vec(&event).unwrap()
+}
 
 async fn events_are_filtered_searched_and_paged(app: TestApp) {
     use claimcheck_core::worker::{Worker, WorkerConfig};
@@ -134,22 +159,7 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
         } else {
             "other@example.ch"
         };
-        let event = serde_json::json!({
-            "id": format!("evt_list_{i:03}"),
-            "object": "event",
-            "type": "checkout.session.completed",
-            "created": 1,
-            "livemode": false,
-            "data": { "object": {
-                "id": format!("cs_list_{i:03}"),
-                "object": "checkout.session",
-                "payment_status": "paid",
-                "payment_intent": format!("pi_list_{i:03}"),
-                "customer_email": email,
-                "metadata": { "order_id": format!("ord_list_{i:03}"), "credits": "1" },
-            }},
-        });
-        let body = serde_json::to_vec(&event).unwrap();
+        let body = paid_session("list", i, email);
         assert_eq!(app.deliver(&body).await.status(), 200);
     }
     let now = now_ms();
@@ -277,4 +287,51 @@ async fn events_are_filtered_searched_and_paged(app: TestApp) {
         app.store.orders().find("pi_list_001", 100).await.unwrap()[0].order_id,
         "ord_list_001"
     );
+}
+
+/// The events page shows 50 claims and links to the older ones with the same filters; the
+/// last page has no such link.
+async fn events_page_links_to_older_claims_keeping_its_filters(app: TestApp) {
+    for i in 0..55 {
+        let body = paid_session("page", i, "pages@example.ch");
+        assert_eq!(app.deliver(&body).await.status(), 200);
+    }
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let page = |path: String| {
+        let viewer = viewer.clone();
+        let url = app.url(&path);
+        async move {
+            let response = viewer.get(url).send().await.unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            let html = response.text().await.unwrap();
+            let rows = html.matches(r#"<tr data-event="evt_page_"#).count();
+            (rows, older_link(&html))
+        }
+    };
+
+    let (rows, older) = page("/events?status=pending&type=checkout.session.completed".into()).await;
+    assert_eq!(rows, 50);
+    let older = older.expect("a link to the older claims");
+    assert!(
+        older.starts_with("/events?status=pending&type=checkout.session.completed&after="),
+        "{older}"
+    );
+    let (rows, older) = page(older).await;
+    assert_eq!(rows, 5);
+    assert_eq!(older, None);
+
+    // A filter that matches nothing: no rows, no link.
+    let (rows, older) = page("/events?type=charge.refunded".into()).await;
+    assert_eq!((rows, older), (0, None));
+}
+
+/// The target of the page's "older" link (`class="next"`), unescaped.
+fn older_link(html: &str) -> Option<String> {
+    html.split("<a ")
+        .map(|tag| tag.split('>').next().unwrap_or_default())
+        .find(|tag| tag.contains(r#"class="next""#))
+        .map(|tag| {
+            let href = tag.split(r#"href=""#).nth(1).expect("an href");
+            href[..href.find('"').unwrap()].replace("&amp;", "&")
+        })
 }
