@@ -2,8 +2,8 @@
 
 use claimcheck_core::ClaimState;
 use leptos::prelude::*;
-use leptos_router::hooks::use_query_map;
 
+use crate::flash::Flash;
 use crate::i18n::*;
 
 /// A server function's error as one sentence for the operator, without the framework's
@@ -23,13 +23,13 @@ pub fn ErrorNotice(message: String) -> impl IntoView {
     view! { <p class="notice notice-error" role="alert">{message}</p> }
 }
 
-/// The outcome of the last action, carried back in the query (`?notice=…` / `?error=…`).
-/// The page that shows it is a new page, which screen readers read from the top: once the
-/// page is live the notice takes the focus, so the result is read out first and the next
-/// Tab continues from it.
+/// The outcome of the last action, carried to this page in the flash cookie
+/// ([`crate::flash`]) and forgotten once shown. The page that shows it is a new page, which
+/// screen readers read from the top: once the page is live the notice takes the focus, so
+/// the result is read out first and the next Tab continues from it.
 #[component]
 pub fn ActionNotices() -> impl IntoView {
-    let query = use_query_map();
+    let flash = take_flash();
     let notice = NodeRef::<leptos::html::Div>::new();
     Effect::new(move || {
         if let Some(region) = notice.get()
@@ -40,21 +40,39 @@ pub fn ActionNotices() -> impl IntoView {
     });
     view! {
         <div node_ref=notice tabindex="-1" class="notices">
-            {move || {
-                query
-                    .read()
-                    .get("notice")
-                    .map(|text| {
-                        view! {
-                            <p class="notice notice-ok" role="status" aria-live="polite" aria-atomic="true">
-                                {text}
-                            </p>
-                        }
-                    })
-            }}
-            {move || query.read().get("error").map(|text| view! { <ErrorNotice message=text/> })}
+            {flash.map(|flash| match flash {
+                Flash::Notice(text) => view! {
+                    <p class="notice notice-ok" role="status" aria-live="polite" aria-atomic="true">
+                        {text}
+                    </p>
+                }
+                .into_any(),
+                Flash::Error(text) => view! { <ErrorNotice message=text/> }.into_any(),
+                // The form below shows what to correct, field by field.
+                Flash::Form(form) => view! { <ErrorNotice message=form.summary/> }.into_any(),
+            })}
         </div>
     }
+}
+
+/// The flash of this request, if it carries one; the answer then forgets it.
+#[cfg(feature = "ssr")]
+fn take_flash() -> Option<Flash> {
+    let parts = use_context::<http::request::Parts>()?;
+    let cookies = parts.headers.get_all(http::header::COOKIE);
+    let flash = Flash::from_cookies(cookies.iter().filter_map(|v| v.to_str().ok()))?;
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>()
+        && let Ok(clear) = http::HeaderValue::from_str(&Flash::clear_cookie())
+    {
+        response.append_header(http::header::SET_COOKIE, clear);
+    }
+    Some(flash)
+}
+
+/// The browser never renders a page's notices (they are not an island).
+#[cfg(not(feature = "ssr"))]
+fn take_flash() -> Option<Flash> {
+    None
 }
 
 /// A claim state as a label: its name in words, its colour only a second cue.
@@ -64,12 +82,14 @@ pub fn StateBadge(state: ClaimState) -> impl IntoView {
     view! { <span class=class data-state=state.as_str()><StateName state/></span> }
 }
 
-/// Shows `resource`'s value with `view`, its error as a notice, and a line while loading.
+/// Shows `resource`'s value with `view`, its error as a notice, and a line while loading:
+/// the one shell of every page that loads something.
 #[component]
-pub fn Loaded<T, V>(resource: Resource<Result<T, ServerFnError>>, view: fn(T) -> V) -> impl IntoView
+pub fn Loaded<T, V, F>(resource: Resource<Result<T, ServerFnError>>, view: F) -> impl IntoView
 where
     T: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static,
     V: IntoView + 'static,
+    F: Fn(T) -> V + Send + Sync + 'static,
 {
     view! {
         <Transition fallback=|| view! { <p class="muted">{t!(use_i18n(), common.loading)}</p> }>
@@ -78,6 +98,34 @@ where
                     .get()
                     .map(|result| match result {
                         Ok(value) => view(value).into_any(),
+                        Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
+                    })
+            }}
+        </Transition>
+    }
+}
+
+/// [`Loaded`], the signed-in operator beside the value (`None` while unknown or refused), for
+/// the pages whose actions depend on the role. Both resources are the page's own.
+#[component]
+pub fn LoadedWithMe<T, V, F>(
+    resource: Resource<Result<T, ServerFnError>>,
+    me: Resource<Result<crate::api::Me, ServerFnError>>,
+    view: F,
+) -> impl IntoView
+where
+    T: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static,
+    V: IntoView + 'static,
+    F: Fn(T, Option<crate::api::Me>) -> V + Send + Sync + 'static,
+{
+    view! {
+        <Transition fallback=|| view! { <p class="muted">{t!(use_i18n(), common.loading)}</p> }>
+            {move || {
+                let me = me.get().and_then(Result::ok);
+                resource
+                    .get()
+                    .map(|result| match result {
+                        Ok(value) => view(value, me).into_any(),
                         Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
                     })
             }}
@@ -95,4 +143,30 @@ pub fn StateName(state: ClaimState) -> impl IntoView {
 /// A claim state in the reader's words, as text.
 pub fn state_name(i18n: I18nContext<Locale>, state: ClaimState) -> String {
     names::state(i18n.get_locale(), state)
+}
+
+/// The sending button of a form whose action cannot be undone, asking first: the summary
+/// only opens the question, and the button under it, which names what it does, sends the
+/// form it stands in. A `<details>`, so it works without WASM, opens with Enter or Space
+/// and is announced as expandable. Its words are the caller's (it also renders inside
+/// islands, which carry no translations).
+#[component]
+pub fn ConfirmButton(
+    /// What the closed control says: `Refund…`.
+    #[prop(into)]
+    open: Signal<String>,
+    /// What happens, and that it cannot be undone.
+    #[prop(into)]
+    question: Signal<String>,
+    /// The button that sends, naming the action: `Refund CHF 24.50 — confirm`.
+    #[prop(into)]
+    confirm: Signal<String>,
+) -> impl IntoView {
+    view! {
+        <details class="confirm">
+            <summary class="button danger">{move || open.get()}</summary>
+            <p>{move || question.get()}</p>
+            <button type="submit" class="button danger">{move || confirm.get()}</button>
+        </details>
+    }
 }

@@ -28,6 +28,20 @@ impl From<Language> for Locale {
     }
 }
 
+impl From<Locale> for Language {
+    fn from(locale: Locale) -> Language {
+        match locale {
+            Locale::en => Language::English,
+            Locale::de_CH => Language::SwissGerman,
+        }
+    }
+}
+
+/// A whole number in the reader's digits: `4’920` in Swiss German, `4,920` in English.
+pub fn number(locale: Locale, n: i64) -> String {
+    Language::from(locale).number(n)
+}
+
 /// The time zone times are shown in when the operator has not chosen one.
 pub const DEFAULT_TIME_ZONE: &str = "Europe/Zurich";
 
@@ -135,6 +149,37 @@ mod reader {
             self.language.into()
         }
 
+        /// A date filter (`YYYY-MM-DD`, a day of the reader's) as a bound in unix ms: its
+        /// first instant, or with `end` the first instant of the next day; empty is no bound.
+        pub fn day_bound(self, text: &str, end: bool) -> Result<Option<i64>, chrono::ParseError> {
+            if text.trim().is_empty() {
+                return Ok(None);
+            }
+            let date = chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")?;
+            let date = if end {
+                date.succ_opt().unwrap_or(date)
+            } else {
+                date
+            };
+            Ok(Some(self.day_start(date)))
+        }
+
+        /// The first instant (unix ms) of `date` in the reader's zone: midnight in Zurich
+        /// for a Zurich reader, not UTC's. A midnight the clocks skip starts at the first
+        /// instant that exists.
+        pub fn day_start(self, date: chrono::NaiveDate) -> i64 {
+            use chrono::TimeZone;
+            let mut local = date.and_time(chrono::NaiveTime::MIN);
+            // No zone skips more than a few hours; step until the hour exists.
+            for _ in 0..24 {
+                if let Some(start) = self.time_zone.from_local_datetime(&local).earliest() {
+                    return start.timestamp_millis();
+                }
+                local += chrono::Duration::minutes(30);
+            }
+            local.and_utc().timestamp_millis()
+        }
+
         /// A moment in the reader's zone and words: `02.12.2026 14:03:07 CET` in Swiss
         /// German, `2 Dec 2026, 14:03:07 CET` in English.
         pub fn time(self, ms: i64) -> String {
@@ -184,6 +229,33 @@ mod reader {
             claimcheck_core::money::format_money_in(minor, currency, self.language)
         }
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn reading_in(zone: chrono_tz::Tz) -> Reader {
+            Reader {
+                language: Language::English,
+                time_zone: zone,
+            }
+        }
+
+        #[test]
+        fn a_day_starts_at_the_readers_midnight() {
+            let date = chrono::NaiveDate::from_ymd_opt(2026, 12, 3).unwrap();
+            // Zurich is UTC+1 in winter: its midnight is 23:00 UTC the day before.
+            let zurich = reading_in(chrono_tz::Europe::Zurich).day_start(date);
+            assert_eq!(zurich, 1_796_252_400_000);
+            let utc = reading_in(chrono_tz::UTC).day_start(date);
+            assert_eq!(utc - zurich, 3_600_000);
+            // Where the clocks skip midnight (Havana, 8 March 2026), the day starts at the
+            // first instant that exists, 01:00 local.
+            let skipped = chrono::NaiveDate::from_ymd_opt(2026, 3, 8).unwrap();
+            let havana = reading_in(chrono_tz::America::Havana).day_start(skipped);
+            assert_eq!(havana, 1_772_946_000_000);
+        }
+    }
 }
 
 /// The engine's words as the reader reads them: claim states, roles, delivery outcomes.
@@ -211,6 +283,7 @@ pub mod names {
             AlertCondition::ReconcileFindings => {
                 td_string!(locale, alerts.condition_reconcile_findings)
             }
+            AlertCondition::StorageFull => td_string!(locale, alerts.condition_storage_full),
         }
         .to_string()
     }
@@ -222,6 +295,7 @@ pub mod names {
             ClaimState::Stale => td_string!(locale, common.state_stale),
             ClaimState::Processed => td_string!(locale, common.state_processed),
             ClaimState::Failed => td_string!(locale, common.state_failed),
+            ClaimState::Resolved => td_string!(locale, common.state_resolved),
         }
         .to_string()
     }
@@ -242,6 +316,8 @@ pub mod names {
             DeliveryOutcome::TooLarge => td_string!(locale, messages.outcome_too_large),
             DeliveryOutcome::StorageError => td_string!(locale, messages.outcome_storage_error),
             DeliveryOutcome::NotConfigured => td_string!(locale, messages.outcome_not_configured),
+            DeliveryOutcome::Overloaded => td_string!(locale, messages.outcome_overloaded),
+            DeliveryOutcome::BodyTimeout => td_string!(locale, messages.outcome_body_timeout),
         }
         .to_string()
     }
@@ -302,6 +378,10 @@ mod server_words {
         if let Some(term) = &filter.search {
             parts.push(td_string!(locale, messages.filter_search, term));
         }
+        if !filter.event_ids.is_empty() {
+            let n = filter.event_ids.len();
+            parts.push(td_string!(locale, messages.filter_selected, n));
+        }
         parts.join(", ")
     }
 
@@ -309,10 +389,11 @@ mod server_words {
     /// the command line and the logs). Each function names every variant, so a new refusal
     /// in the engine does not compile until it has words here.
     pub mod explain {
+        use claimcheck_core::audit::ReasonError;
         use claimcheck_core::auth::PasswordError;
         use claimcheck_core::bulk::FilterError;
-        use claimcheck_core::ops::OpsError;
         use claimcheck_core::ops::bulk_redrive::BulkError;
+        use claimcheck_core::ops::{OpsError, ResolveRefused};
         use claimcheck_core::payments::PaymentError;
         use claimcheck_core::stripe::CallError;
         use claimcheck_core::worker::RedriveRefused;
@@ -321,7 +402,7 @@ mod server_words {
 
         pub fn bulk(locale: Locale, error: &BulkError) -> String {
             match error {
-                BulkError::NoReason => td_string!(locale, messages.reason_required).to_string(),
+                BulkError::Reason(why) => reason(locale, why),
                 BulkError::Filter(FilterError::NotRedrivable(state)) => {
                     let state = names::state(locale, *state);
                     td_string!(locale, messages.filter_not_redrivable, state)
@@ -331,6 +412,12 @@ mod server_words {
                 }
                 BulkError::Filter(FilterError::EmptyRange) => {
                     td_string!(locale, messages.filter_empty_range).to_string()
+                }
+                BulkError::Filter(FilterError::EventId(id)) => {
+                    td_string!(locale, messages.selection_not_an_event_id, id)
+                }
+                BulkError::Filter(FilterError::TooManySelected { max }) => {
+                    td_string!(locale, messages.too_many_selected, max)
                 }
                 BulkError::NothingSelected => {
                     td_string!(locale, messages.bulk_nothing_selected).to_string()
@@ -364,10 +451,21 @@ mod server_words {
                 OpsError::Password(PasswordError::TooShort { min }) => {
                     td_string!(locale, messages.password_short, min)
                 }
+                OpsError::Password(PasswordError::TooLong { max }) => {
+                    td_string!(locale, messages.password_long, max)
+                }
                 OpsError::Password(PasswordError::Hash(_)) | OpsError::Random(_) => {
                     td_string!(locale, messages.internal).to_string()
                 }
                 OpsError::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
+            }
+        }
+
+        /// A reason for an audited action that was not taken.
+        pub fn reason(locale: Locale, why: &ReasonError) -> String {
+            match why {
+                ReasonError::Missing => td_string!(locale, messages.reason_required).to_string(),
+                ReasonError::TooLong { max } => td_string!(locale, messages.reason_too_long, max),
             }
         }
 
@@ -380,9 +478,22 @@ mod server_words {
                 RedriveRefused::Running { owner } => {
                     td_string!(locale, messages.claim_running, owner)
                 }
-                RedriveRefused::NoReason => {
-                    td_string!(locale, messages.reason_required).to_string()
+                RedriveRefused::Resolved => {
+                    td_string!(locale, messages.claim_is_resolved).to_string()
                 }
+                RedriveRefused::Reason(why) => reason(locale, why),
+            }
+        }
+
+        pub fn resolve(locale: Locale, refused: &ResolveRefused) -> String {
+            match refused {
+                ResolveRefused::NotFound(id) => td_string!(locale, messages.no_claim, id),
+                ResolveRefused::WrongState(state) => {
+                    let state = super::names::state(locale, *state);
+                    td_string!(locale, messages.resolve_wrong_state, state)
+                }
+                ResolveRefused::Reason(why) => reason(locale, why),
+                ResolveRefused::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
             }
         }
 
@@ -404,7 +515,7 @@ mod server_words {
                     td_string!(locale, messages.order_conflict, order)
                 }
                 PaymentError::NoSuchOrder(id) => td_string!(locale, messages.no_order, id),
-                PaymentError::NoReason => td_string!(locale, messages.reason_required).to_string(),
+                PaymentError::Reason(why) => reason(locale, why),
                 PaymentError::NotRefundable { order_id, status } => {
                     td_string!(locale, messages.not_refundable, order = order_id, status)
                 }
@@ -416,15 +527,32 @@ mod server_words {
                     order_id,
                     requested,
                     refundable,
-                } => td_string!(
-                    locale,
-                    messages.bad_amount,
-                    order = order_id,
-                    requested,
-                    refundable
-                ),
-                PaymentError::RefundUnanswered { order_id, key, .. } => {
-                    td_string!(locale, messages.refund_unanswered, order = order_id, key)
+                    currency,
+                } => {
+                    let money = |minor| money_in(locale, minor, currency);
+                    let (requested, refundable) = (money(*requested), money(*refundable));
+                    td_string!(
+                        locale,
+                        messages.bad_amount,
+                        order = order_id,
+                        requested,
+                        refundable
+                    )
+                }
+                PaymentError::RefundUnanswered {
+                    order_id,
+                    key,
+                    amount,
+                    currency,
+                } => {
+                    let amount = money_in(locale, *amount, currency);
+                    td_string!(
+                        locale,
+                        messages.refund_unanswered,
+                        order = order_id,
+                        key,
+                        amount
+                    )
                 }
                 PaymentError::Settled(order) => {
                     let (order, status) = (&order.order_id, order.status);
@@ -454,6 +582,15 @@ mod server_words {
                 CallError::Config(detail) => td_string!(locale, messages.call_config, detail),
                 CallError::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
             }
+        }
+
+        /// An amount in minor units as the reader of `locale` writes it: `CHF 1’234.50`.
+        pub fn money_in(locale: Locale, minor: i64, currency: &str) -> String {
+            let language = match locale {
+                Locale::de_CH => claimcheck_core::language::Language::SwissGerman,
+                Locale::en => claimcheck_core::language::Language::English,
+            };
+            claimcheck_core::money::format_money_in(minor, currency, language)
         }
 
         /// `no such thing` → `No such thing.`

@@ -9,20 +9,23 @@
 
 pub mod api;
 mod components;
+pub mod flash;
 pub mod i18n;
+pub mod links;
 mod pages;
+mod refresh;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::hooks::use_location;
-use leptos_router::path;
+use leptos_router::{SsrMode, path};
 
 use crate::api::get_me;
 use crate::i18n::*;
 use crate::pages::{
-    AlertBadge, AlertsPage, AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, EventPage,
-    EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage,
+    AlertBadge, AlertsPage, AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, CustomerPage,
+    EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage,
     PreferencesPage, ReconcilePage, RedrivePage, RefundPage, RequestsPage, SearchPage,
     TwoFactorLoginPage, TwoFactorPage,
 };
@@ -103,27 +106,30 @@ fn Frame() -> impl IntoView {
             <a href="#main" class="skip-link">{t!(i18n, common.skip_to_content)}</a>
             <TopBar/>
             <main id="main" data-hydrated="false" tabindex="-1">
+                // Every page waits for its data before the first byte, so that its status
+                // (404 for a missing order, 401, 403, 503) is the one the data decided.
                 <Routes fallback=NotFound>
-                    <Route path=path!("") view=OverviewPage/>
-                    <Route path=path!("/login") view=LoginPage/>
-                    <Route path=path!("/login/2fa") view=TwoFactorLoginPage/>
-                    <Route path=path!("/account") view=PreferencesPage/>
-                    <Route path=path!("/account/2fa") view=TwoFactorPage/>
-                    <Route path=path!("/claims") view=ClaimsPage/>
-                    <Route path=path!("/claims/redrive") view=BulkRedrivePage/>
-                    <Route path=path!("/claims/redrive/:id") view=BulkBatchPage/>
-                    <Route path=path!("/events") view=EventsPage/>
-                    <Route path=path!("/events/:id") view=EventPage/>
-                    <Route path=path!("/events/:id/redrive") view=RedrivePage/>
-                    <Route path=path!("/orders") view=OrdersPage/>
-                    <Route path=path!("/orders/:id") view=OrderPage/>
-                    <Route path=path!("/orders/:id/refund") view=RefundPage/>
-                    <Route path=path!("/requests") view=RequestsPage/>
-                    <Route path=path!("/audit") view=AuditPage/>
-                    <Route path=path!("/alerts") view=AlertsPage/>
-                    <Route path=path!("/reconcile") view=ReconcilePage/>
-                    <Route path=path!("/operators") view=OperatorsPage/>
-                    <Route path=path!("/search") view=SearchPage/>
+                    <Route path=path!("") view=OverviewPage ssr=SsrMode::Async/>
+                    <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
+                    <Route path=path!("/login/2fa") view=TwoFactorLoginPage ssr=SsrMode::Async/>
+                    <Route path=path!("/account") view=PreferencesPage ssr=SsrMode::Async/>
+                    <Route path=path!("/account/2fa") view=TwoFactorPage ssr=SsrMode::Async/>
+                    <Route path=path!("/claims") view=ClaimsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/claims/redrive") view=BulkRedrivePage ssr=SsrMode::Async/>
+                    <Route path=path!("/claims/redrive/:id") view=BulkBatchPage ssr=SsrMode::Async/>
+                    <Route path=path!("/events") view=EventsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/events/:id") view=EventPage ssr=SsrMode::Async/>
+                    <Route path=path!("/events/:id/redrive") view=RedrivePage ssr=SsrMode::Async/>
+                    <Route path=path!("/customers/:who") view=CustomerPage ssr=SsrMode::Async/>
+                    <Route path=path!("/orders") view=OrdersPage ssr=SsrMode::Async/>
+                    <Route path=path!("/orders/:id") view=OrderPage ssr=SsrMode::Async/>
+                    <Route path=path!("/orders/:id/refund") view=RefundPage ssr=SsrMode::Async/>
+                    <Route path=path!("/requests") view=RequestsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
+                    <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/reconcile") view=ReconcilePage ssr=SsrMode::Async/>
+                    <Route path=path!("/operators") view=OperatorsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
             // Last in the page: islands hydrate in document order, so when this one has,

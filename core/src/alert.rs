@@ -7,11 +7,15 @@
 //!                               │
 //!                               └──condition clears──▶ resolved (one message)
 //! ```
+//!
+//! While it is open, operators handle it ([`Handling`]; the rules are in `alert_handling`).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::auth::Role;
 
 /// A condition that opens an alert while it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -29,16 +33,19 @@ pub enum AlertCondition {
     IndeterminateRequests,
     /// The last reconcile run found events Stripe never delivered, or failed.
     ReconcileFindings,
+    /// The database refused writes for lack of space (a full disk).
+    StorageFull,
 }
 
 impl AlertCondition {
-    pub const ALL: [AlertCondition; 6] = [
+    pub const ALL: [AlertCondition; 7] = [
         AlertCondition::FailedClaims,
         AlertCondition::StaleClaims,
         AlertCondition::DeliveriesStopped,
         AlertCondition::SignatureFailures,
         AlertCondition::IndeterminateRequests,
         AlertCondition::ReconcileFindings,
+        AlertCondition::StorageFull,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,17 +56,7 @@ impl AlertCondition {
             AlertCondition::SignatureFailures => "signature_failures",
             AlertCondition::IndeterminateRequests => "indeterminate_requests",
             AlertCondition::ReconcileFindings => "reconcile_findings",
-        }
-    }
-
-    /// The dashboard page that shows what the alert is about.
-    pub fn page(self) -> &'static str {
-        match self {
-            AlertCondition::FailedClaims => "/claims?status=failed",
-            AlertCondition::StaleClaims => "/claims?status=stale",
-            AlertCondition::DeliveriesStopped => "/events",
-            AlertCondition::SignatureFailures | AlertCondition::ReconcileFindings => "/",
-            AlertCondition::IndeterminateRequests => "/requests?status=indeterminate",
+            AlertCondition::StorageFull => "storage_full",
         }
     }
 }
@@ -82,7 +79,7 @@ impl FromStr for AlertCondition {
 }
 
 /// What an alert is about, as data: the figures a check found and the settings it compared
-/// them with. Words come from whoever reads it ([`crate::alerts::AlertWording`]).
+/// them with. Words come from whoever reads it (the engine's `AlertWording`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AlertDetail {
@@ -112,6 +109,17 @@ pub enum AlertDetail {
         at: i64,
         actor: String,
         claimed: i64,
+        /// The run's number, whose recovered events the alert links to (`None` in alerts
+        /// recorded before runs had numbers here).
+        #[serde(default)]
+        run: Option<i64>,
+    },
+    /// Writes were refused for lack of space from `since`, the last at `last_at`; `ongoing`
+    /// while the last write found the disk still full.
+    StorageFull {
+        since: i64,
+        last_at: i64,
+        ongoing: bool,
     },
 }
 
@@ -127,7 +135,107 @@ impl AlertDetail {
             AlertDetail::ReconcileFailed { .. } | AlertDetail::ReconcileRecovered { .. } => {
                 AlertCondition::ReconcileFindings
             }
+            AlertDetail::StorageFull { .. } => AlertCondition::StorageFull,
         }
+    }
+}
+
+/// What operators did with an open alert. A snooze that has ended handles nothing: the
+/// alert is open again ([`Handling::at`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Handling {
+    /// Nobody has acted on it: reminders as configured.
+    Open,
+    /// Someone is on it: no reminders while it stays open; it still resolves (with its
+    /// message) when the condition clears.
+    Acknowledged { by: String, at: i64 },
+    /// No message about it at all before `until`; then reminders resume.
+    Snoozed { by: String, at: i64, until: i64 },
+}
+
+impl Handling {
+    /// As it stands at `now`: a snooze that has ended is open again.
+    pub fn at(&self, now: i64) -> &Handling {
+        match self {
+            Handling::Snoozed { until, .. } if *until <= now => &Handling::Open,
+            handling => handling,
+        }
+    }
+
+    /// Whether reminders wait at `now`.
+    pub fn holds_reminders(&self, now: i64) -> bool {
+        !matches!(self.at(now), Handling::Open)
+    }
+
+    /// Whether every message waits at `now`, the resolution's included.
+    pub fn silences(&self, now: i64) -> bool {
+        matches!(self.at(now), Handling::Snoozed { .. })
+    }
+}
+
+/// How long a snooze lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SnoozeFor {
+    #[serde(rename = "1h")]
+    Hour,
+    #[serde(rename = "1d")]
+    Day,
+}
+
+impl SnoozeFor {
+    pub const ALL: [SnoozeFor; 2] = [SnoozeFor::Hour, SnoozeFor::Day];
+
+    /// The name a form sends: `1h`, `1d`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnoozeFor::Hour => "1h",
+            SnoozeFor::Day => "1d",
+        }
+    }
+
+    pub fn millis(self) -> i64 {
+        match self {
+            SnoozeFor::Hour => 3_600_000,
+            SnoozeFor::Day => 86_400_000,
+        }
+    }
+}
+
+impl FromStr for SnoozeFor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SnoozeFor::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| format!("unknown snooze '{s}'"))
+    }
+}
+
+/// What an operator may do with an open alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HandlingAction {
+    /// Take it: no reminders while it stays open.
+    Acknowledge,
+    /// Silence it for a while: no message at all until the snooze ends.
+    Snooze(SnoozeFor),
+    /// Close it now, with a note; a condition still holding opens a new alert.
+    Resolve,
+}
+
+impl HandlingAction {
+    /// The role it needs: support staff take and silence alerts, only admins close them.
+    pub fn needs(self) -> Role {
+        match self {
+            HandlingAction::Acknowledge | HandlingAction::Snooze(_) => Role::Support,
+            HandlingAction::Resolve => Role::Admin,
+        }
+    }
+
+    /// Whether `role` may take it.
+    pub fn allowed_for(self, role: Role) -> bool {
+        role.allows(self.needs())
     }
 }
 
@@ -260,7 +368,6 @@ mod tests {
     fn names_read_back() {
         for c in AlertCondition::ALL {
             assert_eq!(c.as_str().parse::<AlertCondition>(), Ok(c));
-            assert!(c.page().starts_with('/'));
         }
         for k in MessageKind::ALL {
             assert_eq!(k.as_str().parse::<MessageKind>(), Ok(k));
@@ -272,5 +379,38 @@ mod tests {
             assert_eq!(d.as_str().parse::<DeliveryStatus>(), Ok(d));
         }
         assert!("nope".parse::<AlertCondition>().is_err());
+        for f in SnoozeFor::ALL {
+            assert_eq!(f.as_str().parse::<SnoozeFor>(), Ok(f));
+        }
+    }
+
+    #[test]
+    fn support_takes_and_silences_alerts_and_only_admins_close_them() {
+        let snooze = HandlingAction::Snooze(SnoozeFor::Hour);
+        for action in [HandlingAction::Acknowledge, snooze] {
+            assert!(!action.allowed_for(Role::Viewer));
+            assert!(action.allowed_for(Role::Support));
+            assert!(action.allowed_for(Role::Admin));
+        }
+        assert!(!HandlingAction::Resolve.allowed_for(Role::Support));
+        assert!(HandlingAction::Resolve.allowed_for(Role::Admin));
+    }
+
+    #[test]
+    fn a_snooze_holds_messages_until_it_ends_and_an_acknowledgement_only_reminders() {
+        let snoozed = Handling::Snoozed {
+            by: "sam".into(),
+            at: 0,
+            until: 1000,
+        };
+        assert!(snoozed.silences(999) && snoozed.holds_reminders(999));
+        assert_eq!(snoozed.at(1000), &Handling::Open);
+        assert!(!snoozed.silences(1000) && !snoozed.holds_reminders(1000));
+        let acknowledged = Handling::Acknowledged {
+            by: "sam".into(),
+            at: 0,
+        };
+        assert!(acknowledged.holds_reminders(i64::MAX) && !acknowledged.silences(0));
+        assert!(!Handling::Open.holds_reminders(0) && !Handling::Open.silences(0));
     }
 }

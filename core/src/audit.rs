@@ -35,6 +35,34 @@ impl fmt::Display for Actor {
     }
 }
 
+/// The longest reason an operator may give: enough for a sentence or two and a ticket link,
+/// not a document in the audit log.
+pub const MAX_REASON_CHARS: usize = 1000;
+
+/// Why a reason given for an audited action is not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReasonError {
+    #[error("a reason is required")]
+    Missing,
+    #[error("a reason has at most {max} characters")]
+    TooLong { max: usize },
+}
+
+/// The reason given for an audited action, as it is kept: trimmed, not empty, at most
+/// [`MAX_REASON_CHARS`] characters. Every action that asks for a reason checks it here.
+pub fn reason(text: &str) -> Result<&str, ReasonError> {
+    let text = text.trim();
+    if text.is_empty() {
+        Err(ReasonError::Missing)
+    } else if text.chars().count() > MAX_REASON_CHARS {
+        Err(ReasonError::TooLong {
+            max: MAX_REASON_CHARS,
+        })
+    } else {
+        Ok(text)
+    }
+}
+
 /// What an audited action was; its name is what the `action` column holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditAction {
@@ -52,6 +80,11 @@ pub enum AuditAction {
     BulkRedriveResume,
     Refund,
     Reconcile,
+    ClaimResolve,
+    ClaimReopen,
+    AlertAcknowledge,
+    AlertSnooze,
+    AlertResolve,
 }
 
 impl AuditAction {
@@ -71,6 +104,11 @@ impl AuditAction {
             AuditAction::BulkRedriveResume => "bulk_redrive_resume",
             AuditAction::Refund => "refund",
             AuditAction::Reconcile => "reconcile",
+            AuditAction::ClaimResolve => "claim_resolve",
+            AuditAction::ClaimReopen => "claim_reopen",
+            AuditAction::AlertAcknowledge => "alert_acknowledge",
+            AuditAction::AlertSnooze => "alert_snooze",
+            AuditAction::AlertResolve => "alert_resolve",
         }
     }
 }
@@ -91,6 +129,22 @@ pub struct AuditRecord<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_are_required_trimmed_and_bounded() {
+        assert_eq!(reason("  customer called  "), Ok("customer called"));
+        assert_eq!(reason(" \n "), Err(ReasonError::Missing));
+        assert_eq!(
+            reason(&"é".repeat(MAX_REASON_CHARS)).map(str::len),
+            Ok(2 * MAX_REASON_CHARS)
+        );
+        assert_eq!(
+            reason(&"x".repeat(MAX_REASON_CHARS + 1)),
+            Err(ReasonError::TooLong {
+                max: MAX_REASON_CHARS
+            })
+        );
+    }
 
     #[test]
     fn actors_are_named_as_the_audit_log_shows_them() {

@@ -10,7 +10,10 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "store")]
-pub use password::{MIN_PASSWORD_CHARS, PasswordError, hash_password, verify_password};
+pub use password::{
+    MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, PasswordError, hash_password, hash_queued,
+    verify_password, verify_queued,
+};
 
 /// What an operator may do. Ordered: each role can do what the ones before it can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -18,9 +21,9 @@ pub use password::{MIN_PASSWORD_CHARS, PasswordError, hash_password, verify_pass
 pub enum Role {
     /// Reads everything.
     Viewer,
-    /// Also re-drives stuck claims.
+    /// Also re-drives stuck claims, acknowledges and snoozes alerts.
     Support,
-    /// Also refunds orders and manages operators.
+    /// Also refunds orders, resolves alerts by hand and manages operators.
     Admin,
 }
 

@@ -34,7 +34,14 @@ pub struct BulkFilter {
     /// An event id, an object id, an order id, a payment intent or a customer email, as the
     /// events list searches.
     pub search: Option<String>,
+    /// Exactly these claims (the rows an operator ticked), at most [`MAX_SELECTED`]; empty
+    /// selects by the other fields alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_ids: Vec<String>,
 }
+
+/// Claims one selection names at most: a few pages of the claims list.
+pub const MAX_SELECTED: usize = 500;
 
 /// Why a filter cannot select a batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +52,10 @@ pub enum FilterError {
     Age(String),
     #[error("the received-after time is not before the received-before time")]
     EmptyRange,
+    #[error("'{0}' is not an event id")]
+    EventId(String),
+    #[error("at most {max} claims can be selected at once")]
+    TooManySelected { max: usize },
 }
 
 impl BulkFilter {
@@ -70,6 +81,19 @@ impl BulkFilter {
         {
             return Err(FilterError::EmptyRange);
         }
+        let mut ids = Vec::with_capacity(self.event_ids.len());
+        for id in std::mem::take(&mut self.event_ids) {
+            let id = crate::ids::EventId::parse(id.trim())
+                .map_err(|_| FilterError::EventId(id.clone()))?
+                .to_string();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        if ids.len() > MAX_SELECTED {
+            return Err(FilterError::TooManySelected { max: MAX_SELECTED });
+        }
+        self.event_ids = ids;
         Ok(self)
     }
 

@@ -1,13 +1,17 @@
 //! The states a claim on a Stripe event goes through, as operators see them.
 //!
 //! The table stores `processing`, `processed` or `failed`; a `processing` claim is pending,
-//! running or stale depending on its lease:
+//! running or stale depending on its lease, and a failed one an admin set aside
+//! (`resolved_at`) is resolved:
 //!
 //! ```text
 //!  (none) ──INSERT──▶ pending ──lease taken──▶ running ──fulfilled──▶ processed
 //!                       ▲  ▲                    │   │
 //!                       │  └── lease expired ── stale (rescued or re-driven)
 //!                       └──── backoff ◀── error ┘   └── max attempts ──▶ failed
+//!                                                                      │   ▲
+//!                                        resolved (by an admin, reason) ▼   │ (reopened)
+//!                                                                    resolved
 //! ```
 
 use std::fmt;
@@ -29,14 +33,18 @@ pub enum ClaimState {
     Processed,
     /// Gave up after the maximum number of attempts; waits for an operator.
     Failed,
+    /// Failed, and set aside by an admin as one that can never succeed: no alert counts it
+    /// and no re-drive takes it, until it is reopened.
+    Resolved,
 }
 
 impl ClaimState {
-    pub const ALL: [ClaimState; 5] = [
+    pub const ALL: [ClaimState; 6] = [
         ClaimState::Pending,
         ClaimState::Running,
         ClaimState::Stale,
         ClaimState::Failed,
+        ClaimState::Resolved,
         ClaimState::Processed,
     ];
 
@@ -47,18 +55,25 @@ impl ClaimState {
             ClaimState::Stale => "stale",
             ClaimState::Processed => "processed",
             ClaimState::Failed => "failed",
+            ClaimState::Resolved => "resolved",
         }
     }
 
     /// Whether an operator may re-drive a claim in this state: it waits (pending), its
     /// worker died (stale) or it gave up (failed). A running claim belongs to its worker and
-    /// a processed one is done. The store's compare-and-set (`TAKE_FOR_REDRIVE`) is this
-    /// rule in SQL; a store test holds the two together state by state.
+    /// a processed or resolved one is done. The store's compare-and-set (`TAKE_FOR_REDRIVE`)
+    /// is this rule in SQL; a store test holds the two together state by state.
     pub fn is_redrivable(self) -> bool {
         matches!(
             self,
             ClaimState::Pending | ClaimState::Stale | ClaimState::Failed
         )
+    }
+
+    /// Whether an admin may resolve a claim in this state without re-driving it: only one
+    /// that gave up. Its inverse (reopening) takes only a resolved one.
+    pub fn is_resolvable(self) -> bool {
+        self == ClaimState::Failed
     }
 }
 
@@ -87,6 +102,47 @@ impl FromStr for ClaimState {
     }
 }
 
+/// Where a claim (and the delivery row logging it) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimSource {
+    /// Stripe delivered the event to the webhook.
+    #[default]
+    Webhook,
+    /// The reconciler fetched it from Stripe's API after deliveries failed.
+    Reconcile,
+}
+
+impl ClaimSource {
+    pub const ALL: [ClaimSource; 2] = [ClaimSource::Webhook, ClaimSource::Reconcile];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimSource::Webhook => "webhook",
+            ClaimSource::Reconcile => "reconcile",
+        }
+    }
+}
+
+impl FromStr for ClaimSource {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ClaimSource::ALL
+            .into_iter()
+            .find(|source| source.as_str() == s)
+            .ok_or_else(|| format!("unknown claim source '{s}'"))
+    }
+}
+
+impl TryFrom<String> for ClaimSource {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+
 /// How many claims are in each state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClaimCounts {
@@ -95,6 +151,7 @@ pub struct ClaimCounts {
     pub stale: i64,
     pub processed: i64,
     pub failed: i64,
+    pub resolved: i64,
 }
 
 impl ClaimCounts {
@@ -105,6 +162,7 @@ impl ClaimCounts {
             ClaimState::Stale => self.stale,
             ClaimState::Processed => self.processed,
             ClaimState::Failed => self.failed,
+            ClaimState::Resolved => self.resolved,
         }
     }
 
@@ -116,6 +174,7 @@ impl ClaimCounts {
             ClaimState::Stale => &mut self.stale,
             ClaimState::Processed => &mut self.processed,
             ClaimState::Failed => &mut self.failed,
+            ClaimState::Resolved => &mut self.resolved,
         };
         *slot += n;
     }

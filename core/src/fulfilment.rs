@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
+use crate::event_kind::EventKind;
 use crate::ids::{IdError, OrderId};
 use crate::money::DisputeStatus;
 
@@ -147,6 +148,63 @@ pub enum Plan {
     },
 }
 
+/// The order an event is about, as its payload names it: a session names its order; a
+/// refund or a dispute names the payment intent that paid for one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderRef {
+    Order(OrderId),
+    PaidBy(String),
+}
+
+/// Which order an event touches: the one rule search, the event page and the bulk preview
+/// follow. It reads only the reference (no credits, no packages), so an event that cannot be
+/// fulfilled as it stands still names its order; `None` for a type that acts on nothing or a
+/// payload that names none.
+pub fn order_ref(event_type: &str, payload: &str) -> Option<OrderRef> {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(default)]
+        metadata: HashMap<String, serde_json::Value>,
+        #[serde(default)]
+        client_reference_id: Option<String>,
+        #[serde(default)]
+        payment_intent: Option<serde_json::Value>,
+    }
+    let object = serde_json::from_str::<Event<Named>>(payload)
+        .ok()?
+        .data
+        .object;
+    match EventKind::parse(event_type)? {
+        EventKind::CheckoutSessionCompleted
+        | EventKind::CheckoutSessionAsyncPaymentSucceeded
+        | EventKind::CheckoutSessionAsyncPaymentFailed => {
+            session_order_id(&object.metadata, object.client_reference_id)
+                .and_then(|id| OrderId::parse(id).ok())
+                .map(OrderRef::Order)
+        }
+        EventKind::ChargeRefunded
+        | EventKind::RefundFailed
+        | EventKind::ChargeDisputeCreated
+        | EventKind::ChargeDisputeClosed => {
+            expandable_id(object.payment_intent).map(OrderRef::PaidBy)
+        }
+        EventKind::PaymentIntentSucceeded
+        | EventKind::ChargeSucceeded
+        | EventKind::RefundCreated
+        | EventKind::PaymentIntentPaymentFailed
+        | EventKind::ChargeFailed => None,
+    }
+}
+
+/// The shop's order id a Checkout Session names: `metadata.order_id`, else a non-blank
+/// `client_reference_id`.
+fn session_order_id(
+    metadata: &HashMap<String, serde_json::Value>,
+    client_reference_id: Option<String>,
+) -> Option<String> {
+    metadata_text(metadata, "order_id").or(client_reference_id.filter(|s| !s.trim().is_empty()))
+}
+
 /// Why an event cannot be fulfilled. Each is a failed attempt with this message on the claim.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
@@ -258,16 +316,35 @@ fn metadata_text(metadata: &HashMap<String, serde_json::Value>, key: &str) -> Op
 }
 
 pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan, PlanError> {
-    let action = match event_type {
-        "checkout.session.completed" => None,
-        "checkout.session.async_payment_succeeded" => Some(SessionAction::Unlock),
-        "checkout.session.async_payment_failed" => Some(SessionAction::PaymentFailed),
-        "charge.refunded" => return plan_refund(payload),
-        "refund.failed" | "charge.dispute.created" | "charge.dispute.closed" => {
-            return plan_money(event_type, payload);
+    let not_acting = || PlanError::NotActing(event_type.to_owned());
+    let kind = EventKind::parse(event_type).ok_or_else(not_acting)?;
+    match kind {
+        EventKind::CheckoutSessionCompleted => plan_session(payload, None, packages),
+        EventKind::CheckoutSessionAsyncPaymentSucceeded => {
+            plan_session(payload, Some(SessionAction::Unlock), packages)
         }
-        other => return Err(PlanError::NotActing(other.to_owned())),
-    };
+        EventKind::CheckoutSessionAsyncPaymentFailed => {
+            plan_session(payload, Some(SessionAction::PaymentFailed), packages)
+        }
+        EventKind::ChargeRefunded => plan_refund(payload),
+        EventKind::RefundFailed => plan_refund_failed(payload),
+        EventKind::ChargeDisputeCreated => plan_dispute_opened(payload),
+        EventKind::ChargeDisputeClosed => plan_dispute_closed(payload),
+        EventKind::PaymentIntentSucceeded
+        | EventKind::ChargeSucceeded
+        | EventKind::RefundCreated
+        | EventKind::PaymentIntentPaymentFailed
+        | EventKind::ChargeFailed => Err(not_acting()),
+    }
+}
+
+/// A Checkout Session's order and what its event does to it (`None`: as the session's
+/// payment status says).
+fn plan_session(
+    payload: &str,
+    action: Option<SessionAction>,
+    packages: &Packages,
+) -> Result<Plan, PlanError> {
     let event: Event<Session> =
         serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
     let session = event.data.object;
@@ -280,8 +357,7 @@ pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan
             other => return Err(PlanError::UnknownPaymentStatus(other.to_owned())),
         },
     };
-    let order_id = metadata_text(&session.metadata, "order_id")
-        .or(session.client_reference_id.filter(|s| !s.trim().is_empty()))
+    let order_id = session_order_id(&session.metadata, session.client_reference_id)
         .ok_or(PlanError::NoOrderId)?;
     let order_id = OrderId::parse(order_id)?;
     let package = metadata_text(&session.metadata, "package");
@@ -346,47 +422,59 @@ fn plan_refund(payload: &str) -> Result<Plan, PlanError> {
     })
 }
 
-fn plan_money(event_type: &str, payload: &str) -> Result<Plan, PlanError> {
+/// A refund or dispute object, with its payment intent; `what` names it in errors.
+fn money_object(payload: &str, what: &'static str) -> Result<(String, MoneyObject), PlanError> {
     let event: Event<MoneyObject> =
         serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
-    let object = event.data.object;
-    let what = if event_type == "refund.failed" {
-        "failed refund"
-    } else {
-        "dispute"
-    };
+    let mut object = event.data.object;
     let payment_intent =
-        expandable_id(object.payment_intent).ok_or(PlanError::NoPaymentIntent(what))?;
-    let event = match event_type {
-        "refund.failed" => MoneyEvent::RefundFailed {
+        expandable_id(object.payment_intent.take()).ok_or(PlanError::NoPaymentIntent(what))?;
+    Ok((payment_intent, object))
+}
+
+fn plan_refund_failed(payload: &str) -> Result<Plan, PlanError> {
+    let what = "failed refund";
+    let (payment_intent, object) = money_object(payload, what)?;
+    let amount = object
+        .amount
+        .filter(|a| *a >= 0)
+        .ok_or(PlanError::MissingField {
+            object: what,
+            field: "amount",
+        })?;
+    Ok(Plan::Money {
+        payment_intent,
+        event: MoneyEvent::RefundFailed {
             refund_id: object.id,
-            amount: object
-                .amount
-                .filter(|a| *a >= 0)
-                .ok_or(PlanError::MissingField {
-                    object: what,
-                    field: "amount",
-                })?,
+            amount,
         },
-        "charge.dispute.created" => MoneyEvent::DisputeOpened {
+    })
+}
+
+fn plan_dispute_opened(payload: &str) -> Result<Plan, PlanError> {
+    let (payment_intent, object) = money_object(payload, "dispute")?;
+    Ok(Plan::Money {
+        payment_intent,
+        event: MoneyEvent::DisputeOpened {
             dispute_id: object.id,
         },
-        _ => {
-            let status = object.status.unwrap_or_default();
-            let status = match status.as_str() {
-                "won" | "warning_closed" => DisputeStatus::Won,
-                "lost" => DisputeStatus::Lost,
-                _ => return Err(PlanError::UnknownDisputeStatus(status)),
-            };
-            MoneyEvent::DisputeClosed {
-                dispute_id: object.id,
-                status,
-            }
-        }
+    })
+}
+
+fn plan_dispute_closed(payload: &str) -> Result<Plan, PlanError> {
+    let (payment_intent, object) = money_object(payload, "dispute")?;
+    let status = object.status.unwrap_or_default();
+    let status = match status.as_str() {
+        "won" | "warning_closed" => DisputeStatus::Won,
+        "lost" => DisputeStatus::Lost,
+        _ => return Err(PlanError::UnknownDisputeStatus(status)),
     };
     Ok(Plan::Money {
         payment_intent,
-        event,
+        event: MoneyEvent::DisputeClosed {
+            dispute_id: object.id,
+            status,
+        },
     })
 }
 

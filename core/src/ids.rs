@@ -9,7 +9,7 @@ pub enum IdError {
     Empty { kind: &'static str },
     #[error("{kind} is longer than 255 characters")]
     TooLong { kind: &'static str },
-    #[error("{kind} contains whitespace or control characters")]
+    #[error("{kind} contains whitespace, control or invisible formatting characters")]
     BadCharacters { kind: &'static str },
 }
 
@@ -20,7 +20,7 @@ fn check(kind: &'static str, value: &str) -> Result<(), IdError> {
     if value.len() > 255 {
         return Err(IdError::TooLong { kind });
     }
-    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if crate::text::has_hidden_characters(value, false) {
         return Err(IdError::BadCharacters { kind });
     }
     Ok(())
@@ -102,5 +102,11 @@ mod tests {
             ObjectId::parse("cs 1"),
             Err(IdError::BadCharacters { .. })
         ));
+        // A right-to-left override makes "ord_1\u{202E}fdp.exe" read as "ord_1exe.pdf".
+        assert!(matches!(
+            OrderId::parse("ord_1\u{202E}fdp.exe"),
+            Err(IdError::BadCharacters { .. })
+        ));
+        assert!(OrderId::parse("ord_zürich_1").is_ok());
     }
 }

@@ -47,6 +47,14 @@ impl Language {
         }
     }
 
+    /// A whole number as people read it in this language: `4’920` in Swiss German,
+    /// `4,920` in English.
+    pub fn number(self, n: i64) -> String {
+        let sign = if n < 0 { "-" } else { "" };
+        let digits = group_thousands(&n.unsigned_abs().to_string(), self.thousands_separator());
+        format!("{sign}{digits}")
+    }
+
     /// The best language for an `Accept-Language` header: the first listed (by weight, then
     /// order) whose primary tag is one of ours; every German (`de`, `de-DE`, `de-AT`) gets
     /// Swiss German, every English English. `None` if the browser asks for neither.
@@ -113,7 +121,7 @@ impl FromStr for Language {
 }
 
 /// `digits` (ASCII, no sign) with `separator` between each group of three.
-pub(crate) fn group_thousands(digits: &str, separator: char) -> String {
+pub fn group_thousands(digits: &str, separator: char) -> String {
     let mut grouped = String::with_capacity(digits.len() + digits.len() / 3 * 3);
     for (i, digit) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {
@@ -177,5 +185,8 @@ mod tests {
         assert_eq!(group_thousands("123", '’'), "123");
         assert_eq!(group_thousands("1234", '’'), "1’234");
         assert_eq!(group_thousands("1234567", ','), "1,234,567");
+        assert_eq!(Language::SwissGerman.number(4920), "4’920");
+        assert_eq!(Language::English.number(-1_234_567), "-1,234,567");
+        assert_eq!(Language::English.number(12), "12");
     }
 }

@@ -8,16 +8,21 @@
 
 pub mod alert;
 pub mod auth;
+pub mod backoff;
 pub mod bulk;
 mod claim;
+pub mod event_kind;
 mod ids;
 pub mod language;
 pub mod money;
 mod outcome;
 pub mod outgoing;
+pub mod text;
 
 #[cfg(feature = "store")]
-pub mod alerts;
+pub mod alert_check;
+#[cfg(feature = "store")]
+pub mod alert_handling;
 #[cfg(feature = "store")]
 pub mod audit;
 #[cfg(feature = "store")]
@@ -39,6 +44,8 @@ pub mod payments;
 #[cfg(feature = "store")]
 pub mod reconcile;
 #[cfg(feature = "store")]
+pub mod report;
+#[cfg(feature = "store")]
 pub mod search;
 #[cfg(feature = "store")]
 mod store;
@@ -53,7 +60,8 @@ pub mod webhook;
 #[cfg(feature = "store")]
 pub mod worker;
 
-pub use claim::{ClaimCounts, ClaimState};
+pub use claim::{ClaimCounts, ClaimSource, ClaimState};
+pub use event_kind::EventKind;
 pub use ids::{BatchId, EventId, IdError, ObjectId, OrderId};
 pub use outcome::DeliveryOutcome;
 
@@ -66,9 +74,10 @@ pub use error::StoreError;
 #[cfg(feature = "store")]
 pub use store::{
     AlertDeliveryView, AlertView, AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark,
-    ClaimOutcome, ClaimSource, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView,
-    DueDelivery, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView, MigrationStatus, NewOrder,
-    OperatorCredentials, OperatorView, OrderCreation, OrderView, ReconcileRunView, Recorded,
-    RequestOutcome, RequestStatus, SelectedClaim, Store, StoreOptions, StripeRequestView,
-    TokenView, WriteOp, WriteResult,
+    ClaimOutcome, ClaimSummary, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DeliveryView,
+    DueDelivery, EventFilter, Fulfilled, LeasedClaim, LedgerEntryView, LoggedDelivery,
+    MigrationStatus, NewOrder, NotRefundable, OperatorCredentials, OperatorView, OrderCreation,
+    OrderFilter, OrderHistory, OrderLine, OrderView, ReconcileRunView, Recorded, RequestOutcome,
+    RequestStatus, SelectedClaim, Store, StoreOptions, StripeRequestView, TIMELINE_ROWS, TokenView,
+    WriteHealth, WriteOp, WriteResult, Writes,
 };

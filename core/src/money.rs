@@ -94,7 +94,8 @@ impl FromStr for OrderStatus {
 }
 
 /// Where the order's dispute (chargeback) stands, as stored in `orders.dispute_status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DisputeStatus {
     /// Opened: the remaining credits are held.
     Open,
@@ -182,8 +183,9 @@ impl fmt::Display for LedgerKind {
 #[error("an amount from Stripe is out of range")]
 pub struct OutOfRange;
 
-/// The facts about an order's money, as the store holds them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The facts about an order's money, as the store holds them. (They cross to the browser,
+/// where the refund page previews a refund by the same rule.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MoneyFacts {
     /// Credits the order sells.
     pub credits: i64,
@@ -251,11 +253,37 @@ impl MoneyFacts {
             },
         }
     }
+}
 
-    /// What may still be refunded, when the amount is known.
-    pub fn refundable(&self) -> Option<i64> {
-        self.amount
-            .map(|amount| amount.saturating_sub(self.net_refunded()).max(0))
+/// What a refund would do to the credits, by the rule the store then applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefundPreview {
+    /// Credits the refund takes back (0 when its share rounds down to nothing).
+    pub revoked: i64,
+    /// The customer's balance now, and after the refund.
+    pub balance_before: i64,
+    pub balance_after: i64,
+}
+
+impl MoneyFacts {
+    /// The credits a further refund of `amount` takes back: the difference between what
+    /// these facts withhold and what they withhold once the refunded total has grown by
+    /// `amount` — the same [`MoneyFacts::withheld`] the store settles the ledger with, so
+    /// a preview and the refund cannot disagree. `balance` is the customer's balance now.
+    pub fn preview_refund(&self, amount: i64, balance: i64) -> Result<RefundPreview, OutOfRange> {
+        let after = MoneyFacts {
+            refunded: self.refunded.checked_add(amount.max(0)).ok_or(OutOfRange)?,
+            ..self.clone()
+        };
+        let total = |w: Withheld| w.refunded.checked_add(w.disputed).ok_or(OutOfRange);
+        let revoked = total(after.withheld()?)?
+            .checked_sub(total(self.withheld()?)?)
+            .ok_or(OutOfRange)?;
+        Ok(RefundPreview {
+            revoked,
+            balance_before: balance,
+            balance_after: balance.checked_sub(revoked).ok_or(OutOfRange)?,
+        })
     }
 }
 
@@ -298,12 +326,32 @@ pub fn format_money_in(minor: i64, currency: &str, language: Language) -> String
     }
 }
 
-/// Reads an amount typed in the currency's major unit (`24.50`, `24`, `24,5`) into minor
-/// units (2450).
+/// Reads an amount typed in the currency's major unit into minor units: `24.50`, `24,5`,
+/// `24`, `1'234.50`, with the order's currency code before or after it (`CHF 24.50`), and
+/// the Swiss `24.–` (or `24.-`) for whole francs. Another currency's code, a sign, or more
+/// decimals than the currency has are refused.
 pub fn parse_money(text: &str, currency: &str) -> Result<i64, String> {
-    let text = text.trim().replace(['\'', '’', ' '], "");
-    let bad = || format!("'{text}' is not an amount like 24.50");
+    let bad = || format!("'{}' is not an amount like 24.50", text.trim());
+    let code = currency.trim();
+    let mut text = text.trim();
+    if !code.is_empty() {
+        let starts = text
+            .get(..code.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(code));
+        let ends = text.len() >= code.len()
+            && text
+                .get(text.len() - code.len()..)
+                .is_some_and(|tail| tail.eq_ignore_ascii_case(code));
+        if starts {
+            text = &text[code.len()..];
+        } else if ends {
+            text = &text[..text.len() - code.len()];
+        }
+    }
+    let text = text.replace(['\'', '’', ' ', '\u{a0}', '\u{202f}'], "");
     let (whole, fraction) = match text.split_once(['.', ',']) {
+        // `24.–`: the dash stands for no cents.
+        Some((whole, "–" | "-" | "—")) => (whole, ""),
         Some((whole, fraction)) => (whole, fraction),
         None => (text.as_str(), ""),
     };
@@ -325,6 +373,17 @@ pub fn parse_money(text: &str, currency: &str) -> Result<i64, String> {
         .checked_mul(10i64.pow(places as u32))
         .and_then(|w| w.checked_add(fraction))
         .ok_or_else(bad)
+}
+
+/// An amount in minor units as it is typed back into a form: `24.50` (no code, no
+/// separators), what [`parse_money`] reads.
+pub fn money_input(minor: i64, currency: &str) -> String {
+    let abs = minor.unsigned_abs();
+    let sign = if minor < 0 { "-" } else { "" };
+    match decimals(currency) {
+        0 => format!("{sign}{abs}"),
+        _ => format!("{sign}{}.{:02}", abs / 100, abs % 100),
+    }
 }
 
 #[cfg(test)]
@@ -360,6 +419,66 @@ mod tests {
         assert!(parse_money("99999999999999999999", "chf").is_err());
     }
 
+    #[test]
+    fn amounts_are_read_as_people_write_them_in_switzerland() {
+        for typed in ["CHF 24.50", "chf24.50", "24.50 CHF", "24,50", " 24.5 "] {
+            assert_eq!(parse_money(typed, "chf"), Ok(2450), "{typed}");
+        }
+        for typed in ["24.–", "24.-", "CHF 24.—", "24"] {
+            assert_eq!(parse_money(typed, "chf"), Ok(2400), "{typed}");
+        }
+        assert_eq!(parse_money("CHF 1’234.50", "chf"), Ok(123_450));
+        for typed in ["EUR 24.50", "CHF", "24.50.1", "24.–5", "CHF -1", "–24"] {
+            assert!(parse_money(typed, "chf").is_err(), "{typed}");
+        }
+        assert_eq!(money_input(2450, "chf"), "24.50");
+        assert_eq!(money_input(5, "chf"), "0.05");
+        assert_eq!(money_input(500, "jpy"), "500");
+        assert_eq!(
+            parse_money(&money_input(123_450, "chf"), "chf"),
+            Ok(123_450)
+        );
+    }
+
+    #[test]
+    fn a_preview_takes_what_the_refund_will_take() {
+        // Half of a 40-credit CHF 49.00 order: 20 credits.
+        let paid = facts(0, 0, None);
+        let half = paid.preview_refund(2450, 80).unwrap();
+        assert_eq!(
+            half,
+            RefundPreview {
+                revoked: 20,
+                balance_before: 80,
+                balance_after: 60
+            }
+        );
+        // What the ledger ends at is what the preview said, step by step.
+        let after_half = facts(2450, 0, None);
+        assert_eq!(
+            after_half.withheld().unwrap().refunded - paid.withheld().unwrap().refunded,
+            half.revoked
+        );
+        // Rounded down on the total, not per step: 10.00 then 10.00 takes 8 then 8.
+        assert_eq!(paid.preview_refund(1000, 40).unwrap().revoked, 8);
+        assert_eq!(
+            facts(1000, 0, None)
+                .preview_refund(1000, 32)
+                .unwrap()
+                .revoked,
+            8
+        );
+        // A cent takes nothing; the rest takes the rest.
+        assert_eq!(paid.preview_refund(1, 40).unwrap().revoked, 0);
+        assert_eq!(
+            after_half.preview_refund(2450, 20).unwrap().balance_after,
+            0
+        );
+        // After a failed refund its share was given back; a new refund counts from there.
+        let failed = facts(4900, 4900, None);
+        assert_eq!(failed.preview_refund(2450, 40).unwrap().revoked, 20);
+    }
+
     fn facts(refunded: i64, failed: i64, dispute: Option<DisputeStatus>) -> MoneyFacts {
         MoneyFacts {
             credits: 40,
@@ -383,8 +502,6 @@ mod tests {
             OrderStatus::PartiallyRefunded
         );
         assert_eq!(facts(4900, 0, None).paid_status(), OrderStatus::Refunded);
-        assert_eq!(facts(4900, 0, None).refundable(), Some(0));
-        assert_eq!(facts(1000, 0, None).refundable(), Some(3900));
     }
 
     #[test]

@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-use crate::reconcile::{ReconcileError, ReconcileReport};
+pub use crate::report::StripeAnswer;
+use crate::report::{Attempt, ReconcileReport};
 use crate::store::LeasedClaim;
-use crate::worker::Attempt;
 
 /// Receives what the worker, the Stripe client and the reconciler report.
 pub trait Observer: fmt::Debug + Send + Sync {
@@ -21,7 +21,7 @@ pub trait Observer: fmt::Debug + Send + Sync {
 
     /// A reconcile run ended, with what it found or why it failed. Dry runs and runs that
     /// found another under way are not reported: they changed nothing.
-    fn reconcile_ended(&self, _outcome: Result<&ReconcileReport, &ReconcileError>) {}
+    fn reconcile_ended(&self, _outcome: Result<&ReconcileReport, &dyn std::error::Error>) {}
 }
 
 /// The observer of a worker or client nobody watches.
@@ -29,25 +29,3 @@ pub trait Observer: fmt::Debug + Send + Sync {
 pub struct Unobserved;
 
 impl Observer for Unobserved {}
-
-/// What one HTTP request to Stripe came back with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StripeAnswer {
-    /// An HTTP status. async-stripe does not report the status of a success; Stripe answers
-    /// those 200, so a success is `Status(200)`.
-    Status(u16),
-    /// No answer within the timeout.
-    Timeout,
-    /// The connection failed, or the answer could not be read.
-    Error,
-}
-
-impl fmt::Display for StripeAnswer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StripeAnswer::Status(status) => write!(f, "{status}"),
-            StripeAnswer::Timeout => f.write_str("timeout"),
-            StripeAnswer::Error => f.write_str("error"),
-        }
-    }
-}

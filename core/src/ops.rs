@@ -7,10 +7,12 @@
 pub mod bulk_redrive;
 mod operators;
 mod reconcile;
+mod resolve;
 mod tokens;
 
 pub use operators::{AccessChange, Username, add_operator, change_access};
 pub use reconcile::reconcile_now;
+pub use resolve::{ResolveRefused, reopen_claim, resolve_claim};
 pub use tokens::{TokenName, create_token, revoke_token};
 
 pub use crate::audit::Actor;

@@ -29,10 +29,16 @@ pub enum DeliveryOutcome {
     StorageError,
     /// No signing secret is configured, so nothing can be verified; Stripe will retry.
     NotConfigured,
+    /// More deliveries (or bytes of body) at once than the webhook's limits: answered 503 at
+    /// once, unread; Stripe will retry. Counted, never stored.
+    Overloaded,
+    /// The body did not arrive within `CLAIMCHECK_BODY_TIMEOUT`: answered 408, dropped
+    /// unread. Counted, never stored.
+    BodyTimeout,
 }
 
 impl DeliveryOutcome {
-    pub const ALL: [DeliveryOutcome; 10] = [
+    pub const ALL: [DeliveryOutcome; 12] = [
         DeliveryOutcome::Claimed,
         DeliveryOutcome::DuplicateEvent,
         DeliveryOutcome::DuplicateAction,
@@ -43,6 +49,8 @@ impl DeliveryOutcome {
         DeliveryOutcome::TooLarge,
         DeliveryOutcome::StorageError,
         DeliveryOutcome::NotConfigured,
+        DeliveryOutcome::Overloaded,
+        DeliveryOutcome::BodyTimeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +65,8 @@ impl DeliveryOutcome {
             DeliveryOutcome::TooLarge => "too_large",
             DeliveryOutcome::StorageError => "storage_error",
             DeliveryOutcome::NotConfigured => "not_configured",
+            DeliveryOutcome::Overloaded => "overloaded",
+            DeliveryOutcome::BodyTimeout => "body_timeout",
         }
     }
 }
@@ -69,6 +79,14 @@ impl FromStr for DeliveryOutcome {
             .into_iter()
             .find(|o| o.as_str() == s)
             .ok_or_else(|| format!("unknown delivery outcome '{s}'"))
+    }
+}
+
+impl TryFrom<String> for DeliveryOutcome {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
     }
 }
 

@@ -18,8 +18,10 @@ use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::Packages;
 use crate::ids::{IdError, OrderId};
-use crate::money::OrderStatus;
-use crate::store::{NewOrder, OrderCreation, OrderView, RequestStatus, Store, StripeRequestView};
+use crate::money::{OrderStatus, format_money};
+use crate::store::{
+    NewOrder, NotRefundable, OrderCreation, OrderView, RequestStatus, Store, StripeRequestView,
+};
 use crate::stripe::{CallError, Operation, Sent, StripeApi};
 use crate::token::{RandomError, random_id};
 
@@ -53,8 +55,8 @@ pub enum PaymentError {
     OrderConflict(OrderId),
     #[error("no order {0}")]
     NoSuchOrder(OrderId),
-    #[error("a refund needs a reason (kept in the audit log)")]
-    NoReason,
+    #[error("a refund needs a reason (kept in the audit log): {0}")]
+    Reason(#[from] crate::audit::ReasonError),
     #[error("order {order_id} is {status}: only a paid order can be refunded")]
     NotRefundable {
         order_id: OrderId,
@@ -64,22 +66,29 @@ pub enum PaymentError {
     NoPaymentIntent(OrderId),
     #[error("order {0} has no amount on record: refund it in the Stripe Dashboard")]
     NoAmount(OrderId),
+    /// Nothing, or more than is left: amounts in minor units of `currency`.
     #[error(
-        "order {order_id}: {requested} is not a refundable amount (1 to {refundable} minor units are left)"
+        "order {order_id}: {} is not a refundable amount ({} to {} are left)",
+        format_money(*.requested, .currency),
+        format_money(1, .currency),
+        format_money(*.refundable, .currency)
     )]
     BadAmount {
         order_id: OrderId,
         requested: i64,
         refundable: i64,
+        currency: String,
     },
     #[error(
         "order {order_id}: the refund {key} has no answer yet; asking again without --amount \
-         (or with its amount, {amount}) sends it again under the same key"
+         (or with its amount, {}) sends it again under the same key",
+        format_money(*.amount, .currency)
     )]
     RefundUnanswered {
         order_id: OrderId,
         key: String,
         amount: i64,
+        currency: String,
     },
     /// The order is paid, refunded, disputed or failed: no new Checkout Session is opened.
     #[error("order {} is {}: nothing is left to pay", .0.order_id, .0.status)]
@@ -102,7 +111,7 @@ pub struct Checkout {
 fn check_email(email: &str) -> Result<String, PaymentError> {
     let email = email.trim().to_lowercase();
     let valid = email.len() <= 254
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && !crate::text::has_hidden_characters(&email, false)
         && email
             .split_once('@')
             .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'));
@@ -226,7 +235,7 @@ pub async fn open_checkout(
         // session back (a GET, nothing is created).
         Sent::AlreadySucceeded(record) => {
             let id = record.object_id.ok_or_else(|| {
-                StoreError::Corrupt(format!(
+                StoreError::Inconsistent(format!(
                     "{} succeeded without an object",
                     record.idempotency_key
                 ))
@@ -287,6 +296,37 @@ fn refunded_after(key: &str) -> Option<i64> {
     key.rsplit_once(':')?.1.parse().ok()
 }
 
+/// What of `order` a refund could still return, in minor units (0: all of it is refunded),
+/// or why Claimcheck cannot refund it.
+pub fn refundable(order: &OrderView) -> Result<i64, PaymentError> {
+    let why = match order.refundable() {
+        Ok(left) => return Ok(left),
+        Err(why) => why,
+    };
+    let order_id = OrderId::parse(order.order_id.as_str())?;
+    Err(match why {
+        NotRefundable::Status(status) => PaymentError::NotRefundable { order_id, status },
+        NotRefundable::NoAmount => PaymentError::NoAmount(order_id),
+        NotRefundable::NoPaymentIntent => PaymentError::NoPaymentIntent(order_id),
+    })
+}
+
+/// Whether `amount` (minor units) may be refunded of `order` now: more than nothing and no
+/// more than is left. The dashboard's form asks this before it sends anything, and
+/// [`refund`] asks it again.
+pub fn check_refund_amount(order: &OrderView, amount: i64) -> Result<(), PaymentError> {
+    let refundable = refundable(order)?;
+    if amount < 1 || amount > refundable {
+        return Err(PaymentError::BadAmount {
+            order_id: OrderId::parse(order.order_id.as_str())?,
+            requested: amount,
+            refundable,
+            currency: order.currency.clone().unwrap_or_else(|| "chf".into()),
+        });
+    }
+    Ok(())
+}
+
 /// Refunds `amount` of a paid order (what is left when `None`) and revokes its credits in
 /// proportion, once; audited as `actor` with `reason`. The key names the refunded total after
 /// this refund (`refund:<order>:<total>`): a retry (a second operator, a crash) sends the same
@@ -300,10 +340,12 @@ pub async fn refund(
     actor: &Actor,
     reason: &str,
 ) -> Result<Refunded, PaymentError> {
-    if reason.trim().is_empty() {
-        return Err(PaymentError::NoReason);
-    }
+    let reason = crate::audit::reason(reason)?;
     let order = existing_order(store, order_id).await?;
+    // Amounts are written with their currency wherever people read them (the audit log,
+    // the errors); the key keeps minor units, as Stripe's API does.
+    let currency = order.currency.clone().unwrap_or_else(|| "chf".into());
+    let money = |minor: i64| format_money(minor, &currency);
     let (amount, total) = match unanswered_refund(&order) {
         Some(pending) => {
             let pending_amount = pending.amount.unwrap_or_default();
@@ -316,21 +358,13 @@ pub async fn refund(
                         order_id: order_id.clone(),
                         key: pending.idempotency_key.clone(),
                         amount: pending_amount,
+                        currency: currency.clone(),
                     });
                 }
             }
         }
         None => {
-            if !order.status.accepts_refunds() {
-                return Err(PaymentError::NotRefundable {
-                    order_id: order_id.clone(),
-                    status: order.status,
-                });
-            }
-            let charged = order
-                .amount
-                .ok_or_else(|| PaymentError::NoAmount(order_id.clone()))?;
-            let refundable = charged.saturating_sub(order.amount_refunded).max(0);
+            let refundable = refundable(&order)?;
             if refundable == 0 && amount.is_none() {
                 let refund_id = order
                     .stripe_requests
@@ -347,19 +381,13 @@ pub async fn refund(
                 });
             }
             let amount = amount.unwrap_or(refundable);
-            if amount < 1 || amount > refundable {
-                return Err(PaymentError::BadAmount {
-                    order_id: order_id.clone(),
-                    requested: amount,
-                    refundable,
-                });
-            }
+            check_refund_amount(&order, amount)?;
             // The gross total (failed refunds included) only grows, so every new refund has
             // a key no earlier one had.
             let total = order
                 .gross_refunded
                 .checked_add(amount)
-                .ok_or_else(|| StoreError::Corrupt(format!("order {order_id}: amount overflow")))?;
+                .ok_or_else(|| StoreError::OutOfRange(format!("order {order_id}")))?;
             (amount, total)
         }
     };
@@ -390,7 +418,7 @@ pub async fn refund(
                 .await
         }
     };
-    audit(format!("requested {amount}")).await?;
+    audit(format!("requested {}", money(amount))).await?;
     let request = CreateRefund::new()
         .payment_intent(payment_intent.as_str())
         .amount(amount)
@@ -417,7 +445,8 @@ pub async fn refund(
         .record_refund(order_id, &key, total, now_ms())
         .await?;
     audit(format!(
-        "refunded {amount} ({}); credits {}",
+        "refunded {} ({}); credits {}",
+        money(amount),
         refund_id.as_deref().unwrap_or("refund id unknown"),
         if revoked_now {
             "revoked in proportion"
@@ -475,5 +504,7 @@ mod tests {
         assert!(check_email("@example.ch").is_err());
         assert!(check_email("anna@localhost").is_err());
         assert!(check_email("an na@example.ch").is_err());
+        assert!(check_email("anna\u{202E}hc.elpmaxe@evil.example").is_err());
+        assert!(check_email("an\u{200B}na@example.ch").is_err());
     }
 }

@@ -8,15 +8,15 @@
 //! first and claims after, so a run that fails while listing changes nothing (the cursor
 //! included). Several instances take turns through a lease row.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
-
+use crate::backoff::{self, Backoff};
 use crate::error::StoreError;
+use crate::event_kind::EventKind;
+pub use crate::report::{ReconcileReport, TypeCounts};
 use crate::store::{ClaimOutcome, ClaimSource, Store, WriteOp, WriteResult};
 use crate::stripe::{ListError, StripeApi};
-use crate::webhook::{ACTING_TYPES, Envelope, StripeMode};
+use crate::webhook::{Envelope, StripeMode};
 
 /// Stripe keeps events for this long.
 pub const MAX_LOOKBACK: Duration = Duration::from_secs(30 * 86_400);
@@ -51,33 +51,12 @@ impl Default for ReconcileConfig {
     }
 }
 
-/// What one run found, per event type and in all.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ReconcileReport {
-    /// Unix seconds: events created since this were listed.
-    pub since: i64,
-    pub dry_run: bool,
-    pub listed: u64,
-    pub already_claimed: u64,
-    /// Claimed by this run (a dry run: would have been).
-    pub claimed: u64,
-    /// Events of the other mode or unreadable: counted, never claimed.
-    pub skipped: u64,
-    pub pages: u32,
-    pub per_type: BTreeMap<String, TypeCounts>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct TypeCounts {
-    pub listed: u64,
-    pub already_claimed: u64,
-    pub claimed: u64,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("another reconcile run is under way (until its lease ends)")]
     Busy,
+    #[error(transparent)]
+    Reason(#[from] crate::audit::ReasonError),
     #[error(transparent)]
     List(#[from] ListError),
     #[error(transparent)]
@@ -109,7 +88,11 @@ pub async fn run(
 ) -> Result<ReconcileReport, ReconcileError> {
     let outcome = run_recorded(store, api, config, actor, since, dry_run).await;
     if !dry_run && !matches!(outcome, Err(ReconcileError::Busy)) {
-        api.observer().reconcile_ended(outcome.as_ref());
+        api.observer().reconcile_ended(
+            outcome
+                .as_ref()
+                .map_err(|error| error as &dyn std::error::Error),
+        );
     }
     outcome
 }
@@ -125,7 +108,7 @@ async fn run_recorded(
 ) -> Result<ReconcileReport, ReconcileError> {
     let started = crate::clock::now_ms();
     let owner =
-        crate::token::random_id("reconcile").map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        crate::token::random_id("reconcile").map_err(|e| StoreError::Random(e.to_string()))?;
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX / 2);
     let Some(cursor) = store
         .reconcile_runs()
@@ -134,7 +117,14 @@ async fn run_recorded(
     else {
         return Err(ReconcileError::Busy);
     };
-    let outcome = run_leased(store, api, config, since, cursor, dry_run, started).await;
+    let run = LeasedRun {
+        since,
+        cursor,
+        dry_run,
+        started,
+        key: &owner,
+    };
+    let outcome = run_leased(store, api, config, &run).await;
     let finished = crate::clock::now_ms();
     let failed = ReconcileReport {
         since: start(since, cursor, config, started / 1000),
@@ -147,7 +137,7 @@ async fn run_recorded(
     };
     let recorded = store
         .reconcile_runs()
-        .record(started, finished, actor, report, error.as_deref())
+        .record(&owner, started, finished, actor, report, error.as_deref())
         .await;
     let new_cursor = (outcome.is_ok() && !dry_run).then_some(started / 1000);
     let released = store
@@ -161,15 +151,28 @@ async fn run_recorded(
         .and(outcome)
 }
 
-async fn run_leased(
-    store: &Store,
-    api: &StripeApi,
-    config: &ReconcileConfig,
+/// One run under its lease: where it starts, whether it writes, and the key its claims name.
+struct LeasedRun<'a> {
     since: Option<i64>,
     cursor: Option<i64>,
     dry_run: bool,
     started: i64,
+    key: &'a str,
+}
+
+async fn run_leased(
+    store: &Store,
+    api: &StripeApi,
+    config: &ReconcileConfig,
+    run: &LeasedRun<'_>,
 ) -> Result<ReconcileReport, ReconcileError> {
+    let LeasedRun {
+        since,
+        cursor,
+        dry_run,
+        started,
+        key: run_key,
+    } = *run;
     let from = start(since, cursor, config, started / 1000);
     let mut report = ReconcileReport {
         since: from,
@@ -226,6 +229,7 @@ async fn run_leased(
             }
             continue;
         }
+        let event_id = envelope.id.clone();
         let op = WriteOp::Claim {
             envelope,
             object_id,
@@ -236,6 +240,10 @@ async fn run_leased(
         };
         match store.claims().apply_writes(&[&op]).await?.pop() {
             Some(WriteResult::Claim(ClaimOutcome::Claimed)) => {
+                store
+                    .reconcile_runs()
+                    .mark_recovered(event_id.as_str(), run_key)
+                    .await?;
                 report.claimed += 1;
                 counts.claimed += 1;
             }
@@ -254,21 +262,22 @@ async fn list_with_backoff(
     from: i64,
     after: Option<&str>,
 ) -> Result<crate::stripe::EventPage, ReconcileError> {
-    let mut wait = config.base_backoff;
+    let acting: Vec<&str> = EventKind::acting().map(EventKind::as_str).collect();
+    let backoff = Backoff::new(config.base_backoff, Duration::from_secs(30));
     let mut backoffs = 0;
     loop {
         match api
-            .list_events(&ACTING_TYPES, from, after, config.page_size)
+            .list_events(&acting, from, after, config.page_size)
             .await
         {
             Err(ListError::RateLimited) if backoffs < config.max_backoffs => {
+                let wait = backoff.delay(backoffs);
                 backoffs += 1;
                 tracing::warn!(
-                    wait_ms = wait.as_millis() as u64,
+                    wait_ms = backoff::millis(wait),
                     "Stripe rate limits the event listing; waiting"
                 );
                 tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(30));
             }
             other => return Ok(other?),
         }

@@ -1,12 +1,13 @@
 //! The one search box: whatever id support staff paste (an order id, an e-mail, an event
 //! id, a Checkout Session, PaymentIntent, charge, refund or dispute id, a customer id) is
 //! looked up everywhere it can stand, and either names one thing to open or is shown
-//! grouped by kind.
+//! grouped by kind. What was found, not where the dashboard shows it: the app makes links.
 
 use crate::error::StoreError;
-use crate::fulfilment::{Packages, Plan, plan};
+use crate::fulfilment::order_ref;
 use crate::ids::{EventId, OrderId};
-use crate::store::{ClaimView, CustomerView, OrderView, Store};
+use crate::store::{ClaimView, CustomerView, LoggedDelivery, OrderView, Store};
+use crate::webhook::terms::normalise_query;
 
 /// Hits of one kind shown at most.
 pub const SHOWN_PER_KIND: i64 = 20;
@@ -15,12 +16,17 @@ pub const SHOWN_PER_KIND: i64 = 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchResults {
     pub term: String,
-    /// The customer, when the term is an e-mail or customer id with orders.
+    /// The customer, when the term is an e-mail or customer id that an order or a claim's
+    /// payload names.
     pub customer: Option<CustomerView>,
     /// Orders the term names directly, or through an event or a request about them.
     pub orders: Vec<OrderView>,
-    /// Claims whose event id or object id (session, charge, refund, dispute) is the term.
+    /// Claims whose event id or object id is the term, or whose payload names something
+    /// starting with it (e-mail, order id, payment intent, charge, customer, …).
     pub events: Vec<ClaimView>,
+    /// Deliveries recorded without a claim (a type this version ignores, a refused
+    /// delivery) whose event id or type is the term.
+    pub deliveries: Vec<LoggedDelivery>,
 }
 
 /// The one thing a search names, when it names one.
@@ -31,20 +37,12 @@ pub enum Found {
     Event(String),
 }
 
-impl Found {
-    /// Where the dashboard shows it.
-    pub fn href(&self) -> String {
-        match self {
-            Found::Customer(who) => format!("/orders?q={}", query_escape(who)),
-            Found::Order(id) => format!("/orders/{}", query_escape(id)),
-            Found::Event(id) => format!("/events/{}", query_escape(id)),
-        }
-    }
-}
-
 impl SearchResults {
     pub fn is_empty(&self) -> bool {
-        self.customer.is_none() && self.orders.is_empty() && self.events.is_empty()
+        self.customer.is_none()
+            && self.orders.is_empty()
+            && self.events.is_empty()
+            && self.deliveries.is_empty()
     }
 
     /// The one match to open straight away: the event whose id was typed, the customer whose
@@ -56,9 +54,13 @@ impl SearchResults {
         if let Some(customer) = &self.customer {
             return Some(Found::Customer(customer.customer.clone()));
         }
-        match (self.orders.as_slice(), self.events.as_slice()) {
-            ([order], _) => Some(Found::Order(order.order_id.clone())),
-            ([], [event]) => Some(Found::Event(event.event_id.clone())),
+        match (
+            self.orders.as_slice(),
+            self.events.as_slice(),
+            self.deliveries.is_empty(),
+        ) {
+            ([order], _, _) => Some(Found::Order(order.order_id.clone())),
+            ([], [event], true) => Some(Found::Event(event.event_id.clone())),
             _ => None,
         }
     }
@@ -72,18 +74,24 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
         customer: None,
         orders: Vec::new(),
         events: Vec::new(),
+        deliveries: Vec::new(),
     };
-    if term.is_empty() {
+    // Nothing is stored with an invisible character in it (see `Term::new`).
+    if term.is_empty() || crate::text::has_hidden_characters(term, true) {
         return Ok(results);
     }
     if term.contains('@') || term.starts_with("cus_") {
-        let customer = store.orders().customer(term).await?;
-        if !customer.orders.is_empty() {
+        let customer = customer(store, term, now).await?;
+        if !customer.orders.is_empty() || !customer.claims.is_empty() {
             results.customer = Some(customer);
         }
     }
     results.orders = store.orders().find(term, SHOWN_PER_KIND).await?;
     results.events = store.claims().find(term, now, SHOWN_PER_KIND).await?;
+    results.deliveries = store
+        .claims()
+        .unclaimed_deliveries(term, SHOWN_PER_KIND)
+        .await?;
     // A charge, refund or dispute id names events (and our own refund requests), not the
     // order: follow them to it.
     let mut related: Vec<OrderId> = store.stripe_requests().orders_of_object(term).await?;
@@ -107,39 +115,39 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
     Ok(results)
 }
 
-/// The order an event is about: the session's order id, or the order its payment intent
-/// paid.
+/// Everything about the customer `who` (an e-mail, case-insensitively, or a Stripe customer
+/// id): their orders and balance, and every claim whose payload names them, so that a
+/// payment that never became an order is there too.
+pub async fn customer(store: &Store, who: &str, now: i64) -> Result<CustomerView, StoreError> {
+    let who = normalise_query(who);
+    let mut customer = store.orders().customer(&who).await?;
+    customer.customer = who.clone();
+    customer.claims = store
+        .claims()
+        .naming(&who, now, crate::store::CUSTOMER_CLAIMS)
+        .await?;
+    Ok(customer)
+}
+
+/// The order an event is about ([`order_ref`]), if it is known.
 async fn order_of_event(store: &Store, event: &ClaimView) -> Result<Option<OrderId>, StoreError> {
     let Ok(id) = EventId::parse(event.event_id.as_str()) else {
         return Ok(None);
     };
-    let Some(payload) = store.claims().payload(&id).await? else {
+    // A pruned payload, or a type that acts on nothing: the event stands alone.
+    let Some(reference) = store
+        .claims()
+        .payload(&id)
+        .await?
+        .and_then(|payload| order_ref(&event.event_type, &payload))
+    else {
         return Ok(None);
     };
-    match plan(&event.event_type, &payload, &Packages::default()) {
-        Ok(Plan::Session { order, .. }) => Ok(Some(order.order_id)),
-        Ok(Plan::Money { payment_intent, .. }) => Ok(store
-            .orders()
-            .by_payment_intent(&payment_intent)
-            .await?
-            .and_then(|o| OrderId::parse(o.order_id).ok())),
-        // A pruned payload or a type that acts on nothing: the event stands alone.
-        Err(_) => Ok(None),
-    }
-}
-
-/// Percent-encodes what is not safe in a path segment or query value.
-fn query_escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'@' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
+    Ok(store
+        .orders()
+        .of_ref(&reference)
+        .await?
+        .and_then(|o| OrderId::parse(o.order_id).ok()))
 }
 
 #[cfg(test)]
@@ -191,6 +199,11 @@ mod tests {
             livemode: false,
             received_at: 0,
             processed_at: Some(1),
+            source: crate::ClaimSource::Webhook,
+            source_run: None,
+            resolved_at: None,
+            resolved_by: None,
+            resolution: None,
         }
     }
 
@@ -200,6 +213,7 @@ mod tests {
             customer: None,
             orders,
             events,
+            deliveries: Vec::new(),
         }
     }
 
@@ -211,7 +225,6 @@ mod tests {
             vec![event("evt_a", "ch_1"), event("evt_b", "ch_1")],
         );
         assert_eq!(charge.only(), Some(Found::Order("ord_1".into())));
-        assert_eq!(charge.only().unwrap().href(), "/orders/ord_1");
     }
 
     #[test]
@@ -246,11 +259,8 @@ mod tests {
             customer: "lea@example.ch".into(),
             balance: 80,
             orders: Vec::new(),
+            claims: Vec::new(),
         });
-        assert_eq!(found.only().unwrap().href(), "/orders?q=lea@example.ch");
-        assert_eq!(
-            Found::Customer("a b+c@x".into()).href(),
-            "/orders?q=a%20b%2Bc@x"
-        );
+        assert_eq!(found.only(), Some(Found::Customer("lea@example.ch".into())));
     }
 }

@@ -1,8 +1,10 @@
 //! One handle on the database, SQLite or PostgreSQL, with the migrations of both embedded.
 //!
 //! Queries are written once in the SQL both backends accept (`$1` placeholders, integer
-//! millisecond timestamps); `on_pool!` runs the same text on whichever pool is open. Where
-//! the backends must differ (row locking, notifications) a method matches on the pool itself.
+//! millisecond timestamps) and run through [`query`] on whichever backend is open. Where the
+//! backends must differ (row locking, arrays or JSON for a batch) a method matches on the
+//! pool itself, or a statement trait per backend binds the statements that one chain, written
+//! once, puts together (ingestion, fulfilment, money).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -13,31 +15,29 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use crate::claim::{ClaimCounts, ClaimState};
 use crate::database_url::{Backend, DatabaseUrl};
 use crate::error::StoreError;
+use query::sql;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
-
-/// Runs `$body` with `$pool` bound to the open pool, whichever backend it is.
-macro_rules! on_pool {
-    ($store:expr, $pool:ident => $body:expr) => {
-        match &$store.pool {
-            $crate::store::Pool::Sqlite($pool) => $body,
-            $crate::store::Pool::Postgres($pool) => $body,
-        }
-    };
-}
 
 mod alerts;
 mod audit;
 mod batch_writer;
 mod bulk_redrive;
-mod claims;
+mod claim_state;
 mod deliveries;
+mod fulfilling;
+mod health;
+mod leasing;
 mod money;
 mod operators;
 mod outgoing;
+mod query;
 mod reconcile;
+mod resolution;
 mod sqlite;
+mod summaries;
+mod timeline;
 mod tokens;
 mod views;
 
@@ -45,13 +45,20 @@ pub use alerts::{AlertDeliveryView, AlertView, DueDelivery, Noted};
 pub use audit::AuditEntry;
 pub use batch_writer::BatchWriter;
 pub use bulk_redrive::{BatchItemView, BatchView, CancelMark, Recorded, SelectedClaim};
-pub use claims::{Fulfilled, LeasedClaim};
 pub use deliveries::{ClaimOutcome, ClaimSource, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
+pub use fulfilling::Fulfilled;
+pub use health::{WriteHealth, Writes};
+pub use leasing::LeasedClaim;
 pub use operators::{OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
 pub use reconcile::ReconcileRunView;
+pub use summaries::ClaimSummary;
+pub use timeline::{LoggedDelivery, OrderHistory, TIMELINE_ROWS};
 pub use tokens::TokenView;
-pub use views::{ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryView, OrderView};
+pub use views::{
+    CUSTOMER_CLAIMS, ClaimView, CustomerView, DeliveryView, EventFilter, LedgerEntryView,
+    NotRefundable, OrderFilter, OrderLine, OrderView,
+};
 
 #[derive(Clone)]
 enum Pool {
@@ -84,6 +91,26 @@ impl BeginWrite for PgPool {
 /// worker's future `Send` for every lifetime (an `impl Future` in a trait does not, yet).
 type Write<'a, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Whether a connection coming back to its pool may be used again: not if it is still inside
+/// a transaction. A COMMIT that fails (a full disk) can leave it there: SQLite may have rolled
+/// the transaction back itself, so the ROLLBACK sent when the transaction is dropped fails
+/// too, and every later BEGIN on that connection would fail for good. Such a connection is
+/// closed and the pool opens a fresh one. The ping first lets a ROLLBACK still queued on the
+/// connection run, so that only one that really stayed inside is closed.
+async fn still_usable<C: sqlx::Connection>(conn: &mut C) -> Result<bool, sqlx::Error> {
+    if conn.is_in_transaction() {
+        conn.ping().await?;
+    }
+    let usable = !conn.is_in_transaction();
+    if !usable {
+        tracing::warn!(
+            "a database connection was left inside a transaction (its commit or rollback failed); \
+             closing it"
+        );
+    }
+    Ok(usable)
+}
 
 /// Connection settings that do not belong in the URL.
 #[derive(Debug, Clone)]
@@ -170,6 +197,7 @@ aggregates! {
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    health: std::sync::Arc<WriteHealth>,
 }
 
 impl std::fmt::Debug for Store {
@@ -193,13 +221,22 @@ impl Store {
                 let pool = PgPoolOptions::new()
                     .max_connections(options.max_connections)
                     .acquire_timeout(options.acquire_timeout)
+                    .after_release(|conn, _| Box::pin(still_usable(conn)))
                     .connect(url.expose())
                     .await
                     .map_err(StoreError::Connect)?;
                 Pool::Postgres(pool)
             }
         };
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            health: Default::default(),
+        })
+    }
+
+    /// Whether the database takes writes, as this process's last writes found it.
+    pub fn write_health(&self) -> &WriteHealth {
+        &self.health
     }
 
     pub fn backend(&self) -> Backend {
@@ -233,7 +270,7 @@ impl Store {
     pub async fn migration_status(&self) -> Result<MigrationStatus, StoreError> {
         const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success = TRUE";
         let applied: Vec<i64> = if self.has_migrations_table().await? {
-            on_pool!(self, pool => sqlx::query_scalar(APPLIED).fetch_all(pool).await)?
+            self.pool.on().column(sql(APPLIED)).await?
         } else {
             Vec::new()
         };
@@ -284,8 +321,8 @@ impl Store {
                     .await?;
                 Ok(())
             }
-            Pool::Postgres(_) => Err(StoreError::Corrupt(
-                "a PostgreSQL database is backed up with pg_dump".into(),
+            Pool::Postgres(_) => Err(StoreError::Unsupported(
+                "a PostgreSQL database is backed up with pg_dump",
             )),
         }
     }
@@ -302,12 +339,13 @@ impl Store {
               WHERE received_at < $1 AND status = 'processed' AND payload <> '' \
               ORDER BY received_at LIMIT $2)";
         let mut totals = (0, 0);
-        for (sql, total) in [(DELIVERIES, &mut totals.0), (PAYLOADS, &mut totals.1)] {
+        for (statement, total) in [(DELIVERIES, &mut totals.0), (PAYLOADS, &mut totals.1)] {
             loop {
-                let n = on_pool!(self, pool => {
-                    sqlx::query(sql).bind(before).bind(batch).execute(pool).await
-                        .map(|r| r.rows_affected())
-                })?;
+                let n = self
+                    .pool
+                    .on()
+                    .execute(sql(statement).bind(before).bind(batch))
+                    .await?;
                 *total += n;
                 if n < u64::try_from(batch).unwrap_or(u64::MAX) {
                     break;
@@ -331,22 +369,34 @@ impl Store {
 impl Claims<'_> {
     /// How many claims are in each state at `now_ms`.
     pub async fn counts(&self, now_ms: i64) -> Result<ClaimCounts, StoreError> {
-        const SQL: &str = "\
-            SELECT CASE \
-                     WHEN status <> 'processing' THEN status \
-                     WHEN lease_expires_at IS NULL THEN 'pending' \
-                     WHEN lease_expires_at > $1 THEN 'running' \
-                     ELSE 'stale' \
-                   END AS state, \
-                   COUNT(*) AS n \
-            FROM processed_stripe_events \
-            GROUP BY 1";
-        let rows: Vec<(String, i64)> = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(now_ms).fetch_all(pool).await
-        })?;
+        const SQL: &str = concat!(
+            "SELECT ",
+            claim_state::claim_state_sql!("$1"),
+            " AS state, COUNT(*) AS n FROM processed_stripe_events GROUP BY 1"
+        );
+        let rows: Vec<(String, i64)> = self.pool.on().all(sql(SQL).bind(now_ms)).await?;
         let mut counts = ClaimCounts::default();
         for (state, n) in rows {
-            let state = ClaimState::from_str(&state).map_err(StoreError::Corrupt)?;
+            let state = ClaimState::from_str(&state).map_err(StoreError::UnknownValue)?;
+            counts.add(state, n);
+        }
+        Ok(counts)
+    }
+
+    /// How many claims are in each state that is not done (all but processed), at `now_ms`:
+    /// one count per state, each a range of the status index, so the claims page's tabs
+    /// never count the processed millions.
+    pub async fn waiting_counts(&self, now_ms: i64) -> Result<ClaimCounts, StoreError> {
+        let mut counts = ClaimCounts::default();
+        for state in ClaimState::ALL
+            .into_iter()
+            .filter(|s| *s != ClaimState::Processed)
+        {
+            let statement = format!(
+                "SELECT COUNT(*) FROM processed_stripe_events WHERE {}",
+                claim_state::in_state(state, "$1")
+            );
+            let n: i64 = self.pool.on().value(sql(&statement).bind(now_ms)).await?;
             counts.add(state, n);
         }
         Ok(counts)

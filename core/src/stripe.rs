@@ -24,6 +24,7 @@ use ::stripe::{
 };
 use stripe_client_core::StripeRequest;
 
+use crate::backoff::Backoff;
 use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::ids::OrderId;
@@ -344,8 +345,8 @@ impl StripeApi {
         let mut attempts = 0;
         for attempt in 0..self.config.max_attempts {
             if attempt > 0 {
-                let backoff = self.config.base_backoff * 2u32.saturating_pow(attempt - 1);
-                tokio::time::sleep(backoff.min(Duration::from_secs(8))).await;
+                let backoff = Backoff::new(self.config.base_backoff, Duration::from_secs(8));
+                tokio::time::sleep(backoff.delay(attempt - 1)).await;
             }
             match store
                 .stripe_requests()
@@ -355,9 +356,11 @@ impl StripeApi {
                 Some(n) => attempts = n,
                 // Another caller finished it meanwhile.
                 None => {
-                    let record = store.stripe_requests().get(&key).await?.ok_or_else(|| {
-                        StoreError::Corrupt(format!("stripe request {key} vanished"))
-                    })?;
+                    let record = store
+                        .stripe_requests()
+                        .get(&key)
+                        .await?
+                        .ok_or_else(|| StoreError::Missing(format!("stripe request {key}")))?;
                     if let Some(done) = final_state(record)? {
                         return Ok(done);
                     }
@@ -411,11 +414,11 @@ impl StripeApi {
                 .await?;
             match failure.next {
                 Next::Retry => {
-                    tracing::warn!(%key, attempt = attempts, %error, "Stripe call to retry");
+                    tracing::warn!(key = ?key.as_str(), attempt = attempts, %error, "Stripe call to retry");
                     last = error;
                 }
                 Next::Mismatch => {
-                    tracing::error!(%key, %error, "Idempotency-Key reused with other parameters");
+                    tracing::error!(key = ?key.as_str(), %error, "Idempotency-Key reused with other parameters");
                     return Err(CallError::IdempotencyMismatch { key, error });
                 }
                 Next::Rejected => {

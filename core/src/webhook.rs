@@ -3,6 +3,7 @@
 
 mod envelope;
 mod signature;
+pub mod terms;
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use crate::ids::EventId;
 use crate::store::{BatchWriter, ClaimOutcome, ClaimSource, Store, WriteOp, WriteResult};
 
 pub use crate::outcome::DeliveryOutcome;
-pub use envelope::{ACTING_TYPES, ActionKey, Envelope, EnvelopeError};
+pub use envelope::{ActionKey, Envelope, EnvelopeError};
 pub use signature::{ConfigError, SignatureError, SignatureVerifier, SigningSecret};
 
 /// Which Stripe mode this endpoint serves; events of the other mode are refused.
@@ -154,9 +155,11 @@ impl Ingestion {
                 source: ClaimSource::Webhook,
             },
             _ => WriteOp::Record {
+                // A failed payment's reason stays with its delivery: the order's timeline
+                // shows it (the Checkout Session's events do not carry it).
+                detail: envelope.failure.clone(),
                 envelope: Some(envelope),
                 outcome: DeliveryOutcome::Ignored,
-                detail: None,
                 received_at: now_ms,
             },
         };

@@ -16,13 +16,18 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use crate::audit::{Actor, AuditAction, AuditRecord};
+use crate::backoff::{self, Backoff};
 use crate::claim::ClaimState;
 use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::{Packages, Plan, plan};
 use crate::ids::EventId;
 use crate::observe::{Observer, Unobserved};
+pub use crate::report::Attempt;
 use crate::store::{Fulfilled, LeasedClaim, Store};
+
+/// A failed claim is tried again at most this long after its last attempt.
+const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(3600);
 
 /// Fulfilment workers `serve` runs unless told otherwise.
 pub const DEFAULT_WORKERS: usize = 2;
@@ -70,10 +75,12 @@ pub enum RedriveRefused {
     NotFound(String),
     #[error("the claim is already processed; nothing to do")]
     AlreadyProcessed,
+    #[error("the claim was resolved without re-driving; reopen it first")]
+    Resolved,
     #[error("the claim is being worked on by {owner} right now; try again once its lease ends")]
     Running { owner: String },
-    #[error("a reason is required")]
-    NoReason,
+    #[error(transparent)]
+    Reason(#[from] crate::audit::ReasonError),
 }
 
 /// What a re-drive came to, in the audit log's words.
@@ -87,29 +94,6 @@ pub(crate) fn describe(result: &Result<Attempt, RedriveRefused>) -> String {
         }
         Err(refused) => format!("refused: {refused}"),
     }
-}
-
-/// What one attempt did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attempt {
-    Processed {
-        event_id: EventId,
-    },
-    /// The attempt failed; the claim is retried later, or `failed` when `gave_up`.
-    Failed {
-        event_id: EventId,
-        error: String,
-        gave_up: bool,
-    },
-    /// Another worker took the lease over; nothing was written.
-    LeaseLost {
-        event_id: EventId,
-    },
-    /// The database was unavailable throughout; the claim was given back, its attempt not
-    /// counted.
-    Deferred {
-        event_id: EventId,
-    },
 }
 
 /// Claims leased by one worker, and when.
@@ -196,12 +180,13 @@ impl Worker {
         }
         if planned.len() > 1 {
             let batch: Vec<(&LeasedClaim, &Plan)> = planned.iter().map(|(c, p)| (c, p)).collect();
-            match self
+            let fulfilled = self
                 .store
                 .claims()
                 .fulfil_batch(&batch, &self.owner, now_ms())
-                .await
-            {
+                .await;
+            self.store.write_health().observe(&fulfilled, now_ms());
+            match fulfilled {
                 Ok(Some(results)) => {
                     for ((claim, _), fulfilled) in planned.into_iter().zip(results) {
                         attempts.push(self.settle(claim, Ok(fulfilled)).await?);
@@ -246,17 +231,20 @@ impl Worker {
         plan: &Plan,
         deadline: i64,
     ) -> Result<Fulfilled, StoreError> {
-        let mut backoff = Duration::from_millis(50);
+        let backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+        let mut retry = 0;
         loop {
-            match self
+            let fulfilled = self
                 .store
                 .claims()
                 .fulfil(claim, &self.owner, plan, now_ms())
-                .await
-            {
+                .await;
+            self.store.write_health().observe(&fulfilled, now_ms());
+            match fulfilled {
                 Err(error) if error.is_transient() => {
-                    let wait = i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX / 2);
-                    if now_ms() + wait >= deadline {
+                    let wait = backoff.delay(retry);
+                    retry += 1;
+                    if now_ms() + backoff::millis(wait) >= deadline {
                         return Err(error);
                     }
                     tracing::warn!(
@@ -264,8 +252,7 @@ impl Worker {
                         event_id = %claim.event_id,
                         "the database is unavailable; waiting to fulfil again"
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    tokio::time::sleep(wait).await;
                 }
                 other => return other,
             }
@@ -280,7 +267,7 @@ impl Worker {
     ) -> Result<Attempt, StoreError> {
         match fulfilled {
             Ok(Fulfilled::Processed) => {
-                tracing::debug!(event_id = %claim.event_id, event_type = %claim.event_type, "claim processed");
+                tracing::debug!(event_id = %claim.event_id, event_type = ?claim.event_type, "claim processed");
                 let event_id = claim.event_id.clone();
                 Ok(self.observed(&claim, Attempt::Processed { event_id }))
             }
@@ -317,13 +304,8 @@ impl Worker {
 
     /// Records a failed attempt: retried after an exponential backoff, or failed for good.
     async fn fail(&self, claim: LeasedClaim, error: String) -> Result<Attempt, StoreError> {
-        let exponent = u32::try_from(claim.attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
-        let backoff = self
-            .config
-            .base_backoff
-            .saturating_mul(2u32.saturating_pow(exponent))
-            .min(Duration::from_secs(3600));
-        let next = now_ms() + i64::try_from(backoff.as_millis()).unwrap_or(i64::MAX / 2);
+        let backoff = Backoff::new(self.config.base_backoff, MAX_RETRY_BACKOFF);
+        let next = now_ms() + backoff.after_attempts_ms(claim.attempts);
         let gave_up = self
             .store
             .claims()
@@ -360,9 +342,10 @@ impl Worker {
         actor: &Actor,
         reason: &str,
     ) -> Result<Result<Attempt, RedriveRefused>, StoreError> {
-        if reason.trim().is_empty() {
-            return Ok(Err(RedriveRefused::NoReason));
-        }
+        let reason = match crate::audit::reason(reason) {
+            Ok(reason) => reason,
+            Err(refused) => return Ok(Err(refused.into())),
+        };
         let owner = format!("redrive:{actor}:{}", now_ms());
         let result = self.take_and_work(event_id, owner).await?;
         let outcome = describe(&result);
@@ -409,6 +392,7 @@ impl Worker {
                     Some(claim) if claim.status == ClaimState::Processed => {
                         RedriveRefused::AlreadyProcessed
                     }
+                    Some(claim) if claim.status == ClaimState::Resolved => RedriveRefused::Resolved,
                     Some(claim) => RedriveRefused::Running {
                         owner: claim.lease_owner.unwrap_or_default(),
                     },

@@ -30,6 +30,7 @@ fn postgres_admin_url() -> String {
 /// A migrated store on a database that exists for one test.
 struct TestStore {
     store: Store,
+    url: String,
     postgres: Option<String>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -56,15 +57,35 @@ impl TestStore {
                 (format!("{base}/{name}"), Some(name), None)
             }
         };
-        let url: DatabaseUrl = url.parse().unwrap();
-        let store = Store::connect(&url, &StoreOptions::default())
+        let parsed: DatabaseUrl = url.parse().unwrap();
+        let store = Store::connect(&parsed, &StoreOptions::default())
             .await
             .unwrap();
         store.migrate().await.unwrap();
         TestStore {
             store,
+            url,
             postgres,
             _dir: dir,
+        }
+    }
+
+    /// Runs `statement` on a connection of its own, as another program (or an older
+    /// version) writing to the same database would.
+    async fn execute(&self, statement: &str) {
+        use sqlx::Connection;
+        if self.postgres.is_some() {
+            let mut connection = sqlx::PgConnection::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(statement)
+                .execute(&mut connection)
+                .await
+                .unwrap();
+        } else {
+            let mut connection = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(statement)
+                .execute(&mut connection)
+                .await
+                .unwrap();
         }
     }
 
@@ -171,7 +192,224 @@ on_both_backends!(
     failures_end_in_failed_after_the_last_attempt,
     audit_entries_keep_their_fields,
     the_redrivable_rule_is_the_same_in_sql,
+    the_claim_state_is_the_same_in_sql,
+    claims_are_found_by_what_their_payloads_name,
 );
+
+/// [`paid_session`] paid by `email`.
+fn paid_session_by(event_id: &str, order: &str, email: &str) -> String {
+    let mut event: serde_json::Value =
+        serde_json::from_str(&paid_session(event_id, order)).unwrap();
+    event["data"]["object"]["customer_details"]["email"] = email.into();
+    event.to_string()
+}
+
+fn ids(claims: &[claimcheck_core::ClaimView]) -> Vec<&str> {
+    let mut ids: Vec<&str> = claims.iter().map(|c| c.event_id.as_str()).collect();
+    ids.sort_unstable();
+    ids
+}
+
+async fn claims_are_found_by_what_their_payloads_name(backend: Backend) {
+    let db = TestStore::open(backend).await;
+    let store = &db.store;
+    // One claim written alone, three in one batch (the set-based path): none fulfilled.
+    claim(
+        store,
+        &paid_session_by("evt_t1", "ord_t_0001", "Lea@Example.ch"),
+        1,
+    )
+    .await;
+    let batch: Vec<WriteOp> = (2..=4)
+        .map(|i| {
+            let body = paid_session_by(
+                &format!("evt_t{i}"),
+                &format!("ord_t_000{i}"),
+                "max@example.ch",
+            );
+            claim_op(&body, i)
+        })
+        .collect();
+    let ops: Vec<&WriteOp> = batch.iter().collect();
+    store.claims().apply_writes(&ops).await.unwrap();
+    let claims = store.claims();
+
+    // An order id prefix lists every match; a whole id finds one; an e-mail in any case.
+    let found = claims.find("ord_t_000", 10, 20).await.unwrap();
+    assert_eq!(ids(&found), ["evt_t1", "evt_t2", "evt_t3", "evt_t4"]);
+    assert_eq!(
+        ids(&claims.find("ord_t_0003", 10, 20).await.unwrap()),
+        ["evt_t3"]
+    );
+    assert_eq!(
+        ids(&claims.find(" LEA@example.CH ", 10, 20).await.unwrap()),
+        ["evt_t1"]
+    );
+    assert_eq!(
+        ids(&claims.find("pi_ord_t_0002", 10, 20).await.unwrap()),
+        ["evt_t2"]
+    );
+    assert_eq!(claims.find("ord_t_0009", 10, 20).await.unwrap().len(), 0);
+    // Prefixes are of ids, not of anything inside them; the limit holds.
+    assert_eq!(claims.find("t_000", 10, 20).await.unwrap().len(), 0);
+    assert_eq!(claims.find("ord_t", 10, 2).await.unwrap().len(), 2);
+    // The customer's claims are exactly those naming them, whatever the case typed.
+    assert_eq!(
+        ids(&claims.naming("MAX@example.ch", 10, 20).await.unwrap()),
+        ["evt_t2", "evt_t3", "evt_t4"]
+    );
+    assert_eq!(claims.naming("max@example", 10, 20).await.unwrap().len(), 0);
+    // The events list's search reads the same index.
+    let filter = claimcheck_core::EventFilter {
+        search: Some("lea@example.ch".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(&claims.list_events(&filter, None, 10, 50).await.unwrap()),
+        ["evt_t1"]
+    );
+
+    // A claim an older version wrote (no terms) is indexed later from its payload, once;
+    // one whose payload was pruned still by its object's id.
+    db.execute(
+        "DELETE FROM claim_terms WHERE event_id IN ('evt_t1', 'evt_t2'); \
+         UPDATE processed_stripe_events SET terms_indexed = FALSE \
+           WHERE event_id IN ('evt_t1', 'evt_t2'); \
+         UPDATE processed_stripe_events SET payload = '' WHERE event_id = 'evt_t2'",
+    )
+    .await;
+    assert_eq!(
+        claims.find("lea@example.ch", 10, 20).await.unwrap().len(),
+        0
+    );
+    assert_eq!(claims.index_unindexed(1).await.unwrap(), 1);
+    assert_eq!(claims.index_unindexed(10).await.unwrap(), 1);
+    assert_eq!(claims.index_unindexed(10).await.unwrap(), 0);
+    assert_eq!(
+        ids(&claims.find("lea@example.ch", 10, 20).await.unwrap()),
+        ["evt_t1"]
+    );
+    assert_eq!(
+        ids(&claims.find("cs_test_ord_t_0002", 10, 20).await.unwrap()),
+        ["evt_t2"]
+    );
+    assert_eq!(
+        ids(&claims.find("ord_t_0002", 10, 20).await.unwrap()),
+        Vec::<&str>::new()
+    );
+    db.close().await;
+}
+
+/// One claim in each [`ClaimState`] at time 1,000, named `evt_cs_<state>`; the pending one
+/// is claimed last, so that no lease takes it.
+async fn one_claim_per_state(store: &Store) {
+    let mut states: Vec<ClaimState> = ClaimState::ALL
+        .into_iter()
+        .filter(|s| *s != ClaimState::Pending)
+        .collect();
+    states.push(ClaimState::Pending);
+    for (i, state) in states.into_iter().enumerate() {
+        let name = format!("evt_cs_{state}");
+        claim(
+            store,
+            &paid_session(&name, &format!("ord_cs_{state}")),
+            i as i64 + 1,
+        )
+        .await;
+        let lease = match state {
+            ClaimState::Pending => continue,
+            ClaimState::Running => 1_000_000,
+            _ => 10,
+        };
+        let leased = store
+            .claims()
+            .lease_next("w", 100, lease, false, 1)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(leased.event_id.as_str(), name);
+        match state {
+            ClaimState::Failed | ClaimState::Resolved => {
+                let gave_up = store
+                    .claims()
+                    .record_failure(&leased.event_id, "w", "boom", 101, 1)
+                    .await
+                    .unwrap();
+                assert_eq!(gave_up, Some(true));
+                if state == ClaimState::Resolved {
+                    let resolved = store
+                        .claims()
+                        .resolve(&leased.event_id, "cli:ops", "never", 102)
+                        .await
+                        .unwrap();
+                    assert!(resolved);
+                }
+            }
+            ClaimState::Processed => {
+                let done = store
+                    .claims()
+                    .fulfil(&leased, "w", &plan_of(&leased), 105)
+                    .await
+                    .unwrap();
+                assert_eq!(done, Fulfilled::Processed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The state derived in SQL (counts, lists, one claim) and the WHERE condition of each state
+/// (the events list's filter) agree with the Rust state machine, state by state.
+async fn the_claim_state_is_the_same_in_sql(backend: Backend) {
+    let db = TestStore::open(backend).await;
+    let store = &db.store;
+    one_claim_per_state(store).await;
+    let now = 1_000;
+    let counts = store.claims().counts(now).await.unwrap();
+    for state in ClaimState::ALL {
+        let name = format!("evt_cs_{state}");
+        assert_eq!(counts.get(state), 1, "{state}");
+        let listed = store.claims().list(Some(state), now, 10).await.unwrap();
+        assert_eq!(
+            listed
+                .iter()
+                .map(|c| c.event_id.as_str())
+                .collect::<Vec<_>>(),
+            [name.as_str()],
+            "{state}"
+        );
+        let one = store
+            .claims()
+            .get(&EventId::parse(name.clone()).unwrap(), now)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(one.status, state);
+        let page = store
+            .claims()
+            .list_events(
+                &claimcheck_core::EventFilter {
+                    state: Some(state),
+                    ..Default::default()
+                },
+                None,
+                now,
+                10,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            page.iter().map(|c| c.event_id.as_str()).collect::<Vec<_>>(),
+            [name.as_str()],
+            "{state}"
+        );
+    }
+    assert_eq!(
+        store.claims().list(None, now, 10).await.unwrap().len(),
+        ClaimState::ALL.len()
+    );
+    db.close().await;
+}
 
 async fn an_event_and_an_action_are_claimed_once(backend: Backend) {
     let db = TestStore::open(backend).await;
@@ -517,8 +755,9 @@ async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
     let store = &db.store;
     let id = |name: &str| EventId::parse(format!("evt_rd_{name}")).unwrap();
     // Running: leased for long. Stale: leased for 10 ms. Failed: its one attempt failed.
-    // Pending: never leased.
-    for (i, name) in ["running", "stale", "failed", "pending"].iter().enumerate() {
+    // Resolved: failed, then set aside. Pending: never leased.
+    const NAMES: [&str; 5] = ["running", "stale", "failed", "resolved", "pending"];
+    for (i, name) in NAMES.iter().enumerate() {
         let at = i as i64 + 1;
         claim(
             store,
@@ -538,7 +777,7 @@ async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
             .unwrap()
             .unwrap();
         assert_eq!(leased.event_id, id(name));
-        if *name == "failed" {
+        if matches!(*name, "failed" | "resolved") {
             let done = store
                 .claims()
                 .record_failure(&leased.event_id, "w", "boom", 101, 1)
@@ -546,18 +785,42 @@ async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
                 .unwrap();
             assert_eq!(done, Some(true));
         }
+        if *name == "resolved" {
+            assert!(
+                store
+                    .claims()
+                    .resolve(&leased.event_id, "cli:ops", "never", 102)
+                    .await
+                    .unwrap()
+            );
+            // Once: a second resolve finds nothing to do.
+            assert!(
+                !store
+                    .claims()
+                    .resolve(&leased.event_id, "cli:ops", "never", 103)
+                    .await
+                    .unwrap()
+            );
+        }
     }
     let now = 1_000;
     let counts = store.claims().counts(now).await.unwrap();
     assert_eq!(
-        (counts.pending, counts.running, counts.stale, counts.failed),
-        (1, 1, 1, 1)
+        (
+            counts.pending,
+            counts.running,
+            counts.stale,
+            counts.failed,
+            counts.resolved
+        ),
+        (1, 1, 1, 1, 1)
     );
 
     let state_of = |event: &str| match event.trim_start_matches("evt_rd_") {
         "running" => ClaimState::Running,
         "stale" => ClaimState::Stale,
         "failed" => ClaimState::Failed,
+        "resolved" => ClaimState::Resolved,
         _ => ClaimState::Pending,
     };
     let selected = |filter: BulkFilter| async move {
@@ -571,7 +834,7 @@ async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
         ids
     };
     let any = selected(BulkFilter::default()).await;
-    let mut expected: Vec<String> = ["running", "stale", "failed", "pending"]
+    let mut expected: Vec<String> = NAMES
         .iter()
         .map(|n| format!("evt_rd_{n}"))
         .filter(|e| state_of(e).is_redrivable())
@@ -590,7 +853,7 @@ async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
             "{state}"
         );
     }
-    for name in ["running", "stale", "failed", "pending"] {
+    for name in NAMES {
         let event = id(name);
         let taken = store
             .claims()
@@ -604,4 +867,219 @@ async fn the_redrivable_rule_is_the_same_in_sql(backend: Backend) {
         );
     }
     db.close().await;
+}
+
+/// What the schema holds, in terms both backends share.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Schema {
+    /// table → column → (kind, nullable)
+    columns: std::collections::BTreeMap<String, std::collections::BTreeMap<String, (String, bool)>>,
+    /// (table, columns, partial) of every unique key: primary keys, UNIQUE constraints,
+    /// unique indexes.
+    unique: std::collections::BTreeSet<(String, Vec<String>, bool)>,
+    /// (table, the literals its CHECK constraints allow, sorted)
+    checks: std::collections::BTreeSet<(String, Vec<String>)>,
+}
+
+/// A column type as a kind both backends mean alike.
+fn kind(declared: &str) -> String {
+    let t = declared.to_ascii_lowercase();
+    if t.contains("int") {
+        "integer".into()
+    } else if t.contains("bool") {
+        "boolean".into()
+    } else if t.contains("text") || t.contains("char") {
+        "text".into()
+    } else {
+        t
+    }
+}
+
+/// The quoted strings and numbers of a CHECK's text: what it allows, whatever the backend's
+/// spelling (`IN ('a', 'b')` or `= ANY (ARRAY['a'::text, 'b'::text])`).
+fn literals(check: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = check;
+    while let Some(start) = rest.find('\'') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('\'') else { break };
+        found.push(after[..end].to_owned());
+        rest = &after[end + 1..];
+    }
+    for token in check.split(|c: char| !c.is_ascii_alphanumeric() && c != '\'') {
+        if !token.is_empty() && token.chars().all(|c| c.is_ascii_digit()) {
+            found.push(token.to_owned());
+        }
+    }
+    found.sort();
+    found
+}
+
+async fn sqlite_schema(url: &str) -> Schema {
+    let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+    let mut schema = Schema::default();
+    let tables: Vec<(String, String)> = sqlx::query_as(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' \
+         AND name NOT IN ('_sqlx_migrations', 'sqlite_sequence') ORDER BY name",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for (table, create) in tables {
+        let columns: Vec<(String, String, i64, i64)> =
+            sqlx::query_as("SELECT name, type, \"notnull\", pk FROM pragma_table_info($1)")
+                .bind(&table)
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        let primary: Vec<String> = {
+            let mut pk: Vec<(i64, String)> = columns
+                .iter()
+                .filter(|c| c.3 > 0)
+                .map(|c| (c.3, c.0.clone()))
+                .collect();
+            pk.sort();
+            pk.into_iter().map(|(_, name)| name).collect()
+        };
+        for (name, declared, not_null, pk) in &columns {
+            // Only an INTEGER PRIMARY KEY (the rowid) is never NULL without saying so.
+            let rowid = *pk > 0 && primary.len() == 1 && kind(declared) == "integer";
+            schema
+                .columns
+                .entry(table.clone())
+                .or_default()
+                .insert(name.clone(), (kind(declared), *not_null == 0 && !rowid));
+        }
+        if !primary.is_empty() {
+            schema.unique.insert((table.clone(), primary, false));
+        }
+        let indexes: Vec<(String, i64, i64)> =
+            sqlx::query_as("SELECT name, \"unique\", partial FROM pragma_index_list($1)")
+                .bind(&table)
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        for (index, unique, partial) in indexes {
+            if unique == 0 {
+                continue;
+            }
+            let mut cols: Vec<(i64, String)> =
+                sqlx::query_as("SELECT seqno, name FROM pragma_index_info($1)")
+                    .bind(&index)
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap();
+            cols.sort();
+            let cols: Vec<String> = cols.into_iter().map(|(_, n)| n).collect();
+            if cols.is_empty() {
+                continue;
+            }
+            schema.unique.insert((table.clone(), cols, partial != 0));
+        }
+        // CHECK constraints are only in the table's text (comments and all).
+        let text: String = create
+            .lines()
+            .map(|line| line.split("--").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut rest = text.as_str();
+        while let Some(at) = rest.to_ascii_uppercase().find("CHECK") {
+            let after = &rest[at..];
+            let Some(open) = after.find('(') else { break };
+            let mut depth = 0;
+            let mut end = open;
+            for (i, c) in after[open..].char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = open + i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            schema
+                .checks
+                .insert((table.clone(), literals(&after[open..=end])));
+            rest = &after[end..];
+        }
+    }
+    pool.close().await;
+    schema
+}
+
+async fn postgres_schema(url: &str) -> Schema {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let mut schema = Schema::default();
+    let columns: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text, data_type::text, is_nullable::text \
+         FROM information_schema.columns WHERE table_schema = 'public' \
+         AND table_name <> '_sqlx_migrations'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for (table, name, declared, nullable) in columns {
+        schema
+            .columns
+            .entry(table)
+            .or_default()
+            .insert(name, (kind(&declared), nullable == "YES"));
+    }
+    let unique: Vec<(String, Vec<String>, bool)> = sqlx::query_as(
+        "SELECT t.relname::text, \
+                ARRAY(SELECT a.attname::text FROM unnest(i.indkey) WITH ORDINALITY AS k(n, o) \
+                      JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n ORDER BY k.o), \
+                i.indpred IS NOT NULL \
+         FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid \
+         JOIN pg_namespace s ON s.oid = t.relnamespace \
+         WHERE s.nspname = 'public' AND i.indisunique AND t.relname <> '_sqlx_migrations'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    schema.unique.extend(unique);
+    let checks: Vec<(String, String)> = sqlx::query_as(
+        "SELECT t.relname::text, pg_get_constraintdef(c.oid) FROM pg_constraint c \
+         JOIN pg_class t ON t.oid = c.conrelid JOIN pg_namespace s ON s.oid = t.relnamespace \
+         WHERE s.nspname = 'public' AND c.contype = 'c'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for (table, check) in checks {
+        schema.checks.insert((table, literals(&check)));
+    }
+    pool.close().await;
+    schema
+}
+
+/// The two migration folders are written by hand: after all of them, SQLite and PostgreSQL
+/// hold the same tables, columns (name, kind, nullability), unique keys and checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_backends_migrate_to_the_same_schema() {
+    let sqlite = TestStore::open(Backend::Sqlite).await;
+    let postgres = TestStore::open(Backend::Postgres).await;
+    let dir = sqlite._dir.as_ref().unwrap().path().display().to_string();
+    let name = postgres.postgres.clone().unwrap();
+    let admin_url = postgres_admin_url();
+    let (base, _) = admin_url.rsplit_once('/').unwrap();
+    let lite = sqlite_schema(&format!("sqlite://{dir}/store.db")).await;
+    let pg = postgres_schema(&format!("{base}/{name}")).await;
+    assert_eq!(
+        lite.columns.keys().collect::<Vec<_>>(),
+        pg.columns.keys().collect::<Vec<_>>(),
+        "tables"
+    );
+    for (table, columns) in &lite.columns {
+        assert_eq!(Some(columns), pg.columns.get(table), "columns of {table}");
+    }
+    assert_eq!(lite.unique, pg.unique, "unique keys");
+    assert_eq!(lite.checks, pg.checks, "checks");
+    assert!(lite.checks.len() >= 10, "{:?}", lite.checks);
+    sqlite.close().await;
+    postgres.close().await;
 }

@@ -78,7 +78,8 @@ test("support re-drives a stale claim and it is processed with exactly one unloc
   await expect(page.getByText("None: fulfilment writes the ledger only.")).toBeVisible();
   await page.getByLabel("Why (kept in the audit log)").fill("worker crashed during the seed");
   await shot(page, "redrive");
-  await page.getByRole("button", { name: "Re-drive now" }).click();
+  await page.locator("summary", { hasText: "Re-drive now" }).click();
+  await page.getByRole("button", { name: `Re-drive ${SEEDED.staleEvent} — confirm` }).click();
   await expect(page.getByRole("status")).toHaveText("Re-driven: processed.");
   await expect(page.getByTestId("claim-state")).toHaveText("processed");
 
@@ -98,7 +99,8 @@ test("an admin refunds half an order, then the rest: credits follow the money, e
   await page.getByRole("link", { name: "Refund…" }).click();
   await page.getByLabel(/^Amount/).fill("24.50");
   await page.getByLabel("Why (kept in the audit log)").fill("half the runs were unused");
-  await page.getByRole("button", { name: "Refund now" }).click();
+  await page.locator("summary", { hasText: "Refund…" }).click();
+  await page.getByRole("button", { name: /^Refund .* — confirm$/ }).click();
   await expect(page.getByRole("status")).toContainText("Refunded CHF 24.50 (re_");
   await expect(page.getByTestId("order-status")).toHaveText("partially refunded");
   await expect(page.getByTestId("credits-granted")).toHaveText("20 of 40");
@@ -109,10 +111,13 @@ test("an admin refunds half an order, then the rest: credits follow the money, e
   await expect(keys).toContainText(`refund:${SEEDED.refundOrder}:2450`);
   await shot(page, "order-partial-refund");
 
-  // The rest: the amount left empty refunds what is left.
+  // The rest: "Full" fills in what is left.
   await page.getByRole("link", { name: "Refund…" }).click();
+  await page.getByRole("link", { name: "Full", exact: true }).click();
+  await expect(page.getByLabel(/^Amount/)).toHaveValue("24.50");
   await page.getByLabel("Why (kept in the audit log)").fill("customer asked by email");
-  await page.getByRole("button", { name: "Refund now" }).click();
+  await page.locator("summary", { hasText: "Refund…" }).click();
+  await page.getByRole("button", { name: "Refund CHF 24.50 — confirm" }).click();
   await expect(page.getByRole("status")).toContainText("Refunded CHF 24.50 (re_");
   await expect(page.getByTestId("order-status")).toHaveText("refunded");
   await expect(page.getByTestId("credits-granted")).toHaveText("0 of 40");
@@ -137,7 +142,7 @@ test("the events list filters, searches and links to details", async ({ page }) 
   await page.getByRole("button", { name: "Filter" }).click();
   const rows = page.locator("tbody tr");
   await expect(rows).toHaveCount(1);
-  await rows.getByRole("link").click();
+  await rows.getByRole("link", { name: SEEDED.paidEvent }).click();
   await expect(page.getByRole("heading", { name: SEEDED.paidEvent })).toBeVisible();
   await expect(page.locator("pre.payload")).toContainText('"checkout.session.completed"');
 });

@@ -16,7 +16,7 @@ test("the overview renders, hydrates and refreshes its figures", async ({ page }
 
   await signIn(page, USERS.viewer);
   await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-  await expect(page.getByRole("list", { name: "Claims by state" }).getByRole("listitem")).toHaveCount(5);
+  await expect(page.getByRole("list", { name: "Claims by state" }).getByRole("listitem")).toHaveCount(6);
 
   // The page is the server's; its islands hydrate, and Refresh reads the figures again.
   await expect(page.locator('main[data-hydrated="true"]')).toBeAttached();

@@ -13,7 +13,7 @@ test("support types an e-mail in the header search and lands on the customer", a
   await expect(box).toBeFocused();
   await page.keyboard.type(SEEDED.keyedEmail);
   await page.keyboard.press("Enter");
-  await expect(page).toHaveURL(new RegExp(`/orders\\?q=${SEEDED.keyedEmail.replace(".", "\\.")}$`));
+  await expect(page).toHaveURL(new RegExp(`/customers/${SEEDED.keyedEmail.replace(".", "\\.")}$`));
   await expect(page.getByTestId("customer-balance")).toHaveText("40");
   await expect(page.locator(`[data-order="${SEEDED.keyedOrder}"]`)).toBeVisible();
 });

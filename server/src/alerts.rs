@@ -1,6 +1,6 @@
 //! Alerts, server side: the channels messages go out on (e-mail, a chat webhook), the
 //! sender that empties the outbox with retries, and the two tasks `serve` runs for them. The
-//! conditions and the alert state are the engine's (`claimcheck_core::alerts`).
+//! conditions and the alert state are the engine's (`claimcheck_core::alert_check`).
 //!
 //! Both tasks are their own: a check or a send never runs on a request or a worker, and each
 //! send has a timeout, so an SMTP server that never answers delays nothing but its message.
@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use claimcheck_core::Store;
 use claimcheck_core::alert::AlertChannel;
-use claimcheck_core::alerts::{AlertPolicy, Message};
-use tokio::sync::{Notify, watch};
+use claimcheck_core::alert_check::{AlertPolicy, Message};
+use claimcheck_core::backoff::Backoff;
 use tokio::task::JoinSet;
 
-use crate::metrics::Metrics;
 pub use chat::{ChatChannel, WebhookUrl};
 pub use email::{EmailChannel, SmtpUrl};
 
@@ -107,12 +106,8 @@ impl RetryPolicy {
         if attempts >= self.max_attempts {
             return None;
         }
-        let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
-        let wait = self
-            .base_backoff
-            .saturating_mul(1 << doublings)
-            .min(self.max_backoff);
-        Some(now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 4))
+        let backoff = Backoff::new(self.base_backoff, self.max_backoff);
+        Some(now + backoff.after_attempts_ms(attempts))
     }
 }
 
@@ -249,86 +244,6 @@ pub struct AlertRuntime {
     pub channels: Arc<Channels>,
     pub retry: RetryPolicy,
     pub check_interval: Duration,
-}
-
-/// Checks the conditions every `check_interval` (the first time right away), after adding the
-/// signature failures this process refused since the last check to the shared count. Wakes
-/// the sender when a check queued messages.
-pub(crate) async fn check_periodically(
-    store: Store,
-    runtime: AlertRuntime,
-    metrics: Arc<Metrics>,
-    queued: Arc<Notify>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut counted = 0;
-    while !*stop.borrow() {
-        let now = claimcheck_core::now_ms();
-        let refused = metrics.bad_signatures_total();
-        if refused > counted {
-            match store
-                .alerts()
-                .record_signature_failures(refused - counted, now)
-                .await
-            {
-                Ok(()) => counted = refused,
-                Err(error) => tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    "cannot count signature failures; trying again at the next check"
-                ),
-            }
-        }
-        match claimcheck_core::alerts::check(&store, &runtime.policy, now).await {
-            Ok(changes) => {
-                metrics.observe_alert_changes(&changes);
-                for change in &changes {
-                    tracing::warn!(condition = %change.condition, kind = change.kind.as_str(), "alert");
-                }
-                if !changes.is_empty() {
-                    queued.notify_one();
-                }
-            }
-            Err(error) => tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                "alert check failed; trying again at the next one"
-            ),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(runtime.check_interval) => {}
-            _ = stop.changed() => {}
-        }
-    }
-}
-
-/// Sends what is due whenever a check queued something, and every few seconds for retries.
-pub(crate) async fn send_periodically(
-    store: Store,
-    runtime: AlertRuntime,
-    metrics: Arc<Metrics>,
-    queued: Arc<Notify>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let every = runtime.check_interval.min(Duration::from_secs(5));
-    while !*stop.borrow() {
-        if !runtime.channels.configured().is_empty() {
-            let now = claimcheck_core::now_ms();
-            match deliver_due(&store, &runtime.channels, &runtime.retry, now).await {
-                Ok(report) => metrics.observe_alert_messages(&report),
-                Err((report, error)) => {
-                    metrics.observe_alert_messages(&report);
-                    tracing::warn!(
-                        error = &error as &dyn std::error::Error,
-                        "sending alert messages failed; trying again shortly"
-                    );
-                }
-            }
-        }
-        tokio::select! {
-            () = queued.notified() => {}
-            () = tokio::time::sleep(every) => {}
-            _ = stop.changed() => {}
-        }
-    }
 }
 
 #[cfg(test)]

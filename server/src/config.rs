@@ -4,6 +4,7 @@
 
 pub mod alerts;
 pub mod flags;
+pub mod span;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use claimcheck_core::stripe::StripeApi;
 use claimcheck_core::webhook::{SignatureVerifier, StripeMode};
 use claimcheck_core::worker::WorkerConfig;
 
-use crate::client_ip::TrustedProxies;
+use crate::client_ip::ClientAddress;
 pub use alerts::AlertsConfig;
 
 /// Everything `serve` needs to know.
@@ -43,6 +44,95 @@ pub struct ServeConfig {
     pub reconcile: ReconcileSchedule,
     /// The alert checks and the channels their messages go out on.
     pub alerts: AlertsConfig,
+    /// Who may scrape `/metrics`, where, and how often it reads the database.
+    pub metrics: MetricsConfig,
+    /// What one client may hold of the server: connections, time to send headers and
+    /// bodies, deliveries at once.
+    pub limits: HttpLimits,
+}
+
+/// `/metrics`: open on the main listener by default, like `/healthz`.
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    /// A scrape must carry `Authorization: Bearer <token>`.
+    pub token: Option<MetricsToken>,
+    /// Serve `/metrics` on this address only (not on the main one): a port the balancer
+    /// does not expose.
+    pub bind: Option<SocketAddr>,
+    /// The database's figures (claims by state, open alerts) are read at most once per this
+    /// interval, however many scrape; zero reads them at every scrape.
+    pub database_every: Duration,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            token: None,
+            bind: None,
+            database_every: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The bearer token `/metrics` asks for. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MetricsToken(String);
+
+impl MetricsToken {
+    /// Compares in constant time, like every secret.
+    pub fn matches(&self, given: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(given.as_bytes()).into()
+    }
+}
+
+impl std::fmt::Debug for MetricsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsToken(…)")
+    }
+}
+
+impl std::str::FromStr for MetricsToken {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let token = s.trim();
+        if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("the metrics token is at least 16 visible ASCII characters".into());
+        }
+        Ok(MetricsToken(token.to_owned()))
+    }
+}
+
+/// The limits on what one client may hold of the server (applied by `serve.rs`).
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// A request's headers must have arrived this long after the connection opened or the
+    /// previous answer was sent; so it is also how long an idle keep-alive connection stays.
+    pub header_timeout: Duration,
+    /// A request's body must have arrived this long after its headers (every route).
+    pub body_timeout: Duration,
+    /// Connections open at once (fewer if the open-file limit is lower). At the limit the
+    /// idle connection open longest is closed for a new one; if none is idle, the new one is.
+    pub max_connections: usize,
+    /// Webhook deliveries read and claimed at once; more are answered 503 at once (Stripe
+    /// retries them), never left waiting.
+    pub webhook_concurrency: usize,
+    /// The bodies those deliveries may hold in memory together (each counts what it
+    /// announces, or the webhook's body limit if it announces nothing); past it, 503 too.
+    pub webhook_memory_bytes: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            webhook_concurrency: 512,
+            webhook_memory_bytes: 64 * 1024 * 1024,
+        }
+    }
 }
 
 /// How often the reconciler runs, and how.
@@ -74,8 +164,9 @@ pub struct DashboardConfig {
     pub secure_cookie: Option<bool>,
     /// Where people reach the dashboard (`https://pay.shop.ch`), e.g. through a TLS proxy.
     pub public_url: Option<PublicUrl>,
-    /// Reverse proxies whose `X-Forwarded-For` / `Forwarded` name the client.
-    pub trusted_proxies: TrustedProxies,
+    /// Who is asking: the peer, or behind trusted reverse proxies the address their header
+    /// names.
+    pub client_address: ClientAddress,
     /// Who must sign in with a second factor.
     pub require_two_factor: claimcheck_core::two_factor::TwoFactorPolicy,
     /// The language of pages for a reader who chose none and whose browser asks for
@@ -99,7 +190,7 @@ impl Default for DashboardConfig {
             absolute_timeout: Duration::from_secs(12 * 3600),
             secure_cookie: None,
             public_url: None,
-            trusted_proxies: TrustedProxies::default(),
+            client_address: ClientAddress::default(),
             require_two_factor: Default::default(),
             language: Default::default(),
         }
@@ -178,6 +269,8 @@ impl Default for ServeConfig {
             retention: None,
             reconcile: ReconcileSchedule::default(),
             alerts: AlertsConfig::default(),
+            metrics: MetricsConfig::default(),
+            limits: HttpLimits::default(),
         }
     }
 }

@@ -17,12 +17,10 @@ pub enum ServerError {
         #[source]
         source: StoreError,
     },
-    #[error("cannot listen on {addr} (CLAIMCHECK_BIND)")]
+    #[error("cannot listen on {addr} (CLAIMCHECK_BIND or CLAIMCHECK_METRICS_BIND)")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("the HTTP server failed")]
-    Serve(#[source] std::io::Error),
 }

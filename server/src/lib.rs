@@ -12,13 +12,14 @@ pub mod config;
 pub mod error;
 pub mod metrics;
 mod routes;
+mod serve;
 pub mod sessions;
 pub mod shutdown;
 pub mod startup;
 mod tasks;
 pub mod telemetry;
 
-pub use client_ip::TrustedProxies;
+pub use client_ip::{ClientAddress, ClientIpHeader, TrustedProxies};
 pub use config::{DashboardConfig, ServeConfig, WebhookConfig};
 pub use error::ServerError;
 pub use startup::Application;

@@ -13,11 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use claimcheck_core::alert::{AlertChannel, AlertCondition, MessageKind};
-use claimcheck_core::alerts::Queued;
+use claimcheck_core::alert_check::Queued;
 use claimcheck_core::observe::{Observer, StripeAnswer};
-use claimcheck_core::reconcile::{ReconcileError, ReconcileReport};
+use claimcheck_core::report::{Attempt, ReconcileReport};
 use claimcheck_core::webhook::DeliveryOutcome;
-use claimcheck_core::worker::Attempt;
 use claimcheck_core::{ClaimCounts, ClaimState, LeasedClaim, now_ms};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -104,6 +103,8 @@ pub struct Snapshot {
     pub claims: Option<ClaimCounts>,
     /// The conditions with an open alert.
     pub open_alerts: Option<Vec<AlertCondition>>,
+    /// Whether this process's last writes went through (`false`: refused, the disk full).
+    pub writable: bool,
 }
 
 #[derive(Debug)]
@@ -123,6 +124,7 @@ pub struct Metrics {
     reconcile_recovered: Counter,
     alert_changes: Family<AlertChangeLabels, Counter>,
     alert_messages: Family<AlertMessageLabels, Counter>,
+    database_reads: Counter,
 }
 
 impl Default for Metrics {
@@ -191,6 +193,11 @@ impl Metrics {
             "reconcile_events_recovered",
             "Events never delivered that reconcile runs claimed",
         );
+        let database_reads = counter(
+            &mut registry,
+            "metrics_database_reads",
+            "Times /metrics read the claims and alerts from the database (at most once per interval, however many scrape)",
+        );
 
         let alert_changes = Family::<AlertChangeLabels, Counter>::default();
         registry.register(
@@ -248,6 +255,7 @@ impl Metrics {
             reconcile_recovered,
             alert_changes,
             alert_messages,
+            database_reads,
         }
     }
 
@@ -337,6 +345,13 @@ impl Metrics {
                     .set(counts.get(state));
             }
         }
+        let writable = Gauge::<i64>::default();
+        registry.register(
+            "database_writable",
+            "1 while this process's writes go through, 0 while the database refuses them for lack of space",
+            writable.clone(),
+        );
+        writable.set(i64::from(database.writable));
         if let Some(open_alerts) = &database.open_alerts {
             let open = Family::<ConditionLabel, Gauge>::default();
             registry.register(
@@ -353,6 +368,13 @@ impl Metrics {
         }
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         out
+    }
+}
+
+impl Metrics {
+    /// One read of the database's figures for `/metrics`.
+    pub fn database_read(&self) {
+        self.database_reads.inc();
     }
 }
 
@@ -375,7 +397,7 @@ impl Observer for Metrics {
             .inc();
     }
 
-    fn reconcile_ended(&self, outcome: Result<&ReconcileReport, &ReconcileError>) {
+    fn reconcile_ended(&self, outcome: Result<&ReconcileReport, &dyn std::error::Error>) {
         self.reconcile_runs.inc();
         match outcome {
             Ok(report) => {
@@ -422,8 +444,10 @@ mod tests {
                 ..ClaimCounts::default()
             }),
             open_alerts: Some(vec![AlertCondition::StaleClaims]),
+            writable: false,
         };
         let text = metrics.render(&database);
+        assert!(text.contains("claimcheck_database_writable 0\n"), "{text}");
         assert!(text.contains("# TYPE claimcheck_claims gauge\n"), "{text}");
         assert!(text.contains("claimcheck_claims{state=\"pending\"} 2\n"));
         assert!(text.contains("claimcheck_claims{state=\"processed\"} 5\n"));

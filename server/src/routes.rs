@@ -1,14 +1,18 @@
 //! The HTTP surface: one module per area, each with its own `router()`.
 
 mod actions;
+mod alert_actions;
 mod api;
 mod auth;
 mod bulk_redrive;
+mod claim_actions;
 mod dashboard;
 mod health;
 mod language;
 mod limits;
 mod metrics;
+mod orders_csv;
+mod redirect;
 mod request_log;
 mod search;
 mod throttle;
@@ -46,6 +50,8 @@ pub(crate) struct AppState {
     pub worker: Arc<claimcheck_core::worker::WorkerConfig>,
     pub reconcile: claimcheck_core::reconcile::ReconcileConfig,
     pub bulk: crate::bulk_runs::BulkRuns,
+    /// Where an admin's resolution of an alert is announced, in which words.
+    pub alert_policy: claimcheck_core::alert_check::AlertPolicy,
 }
 
 pub(crate) fn router(
@@ -66,6 +72,7 @@ pub(crate) fn router(
             Arc::clone(&new_claim),
         )
     });
+    let scrape = metrics::router(Arc::clone(&metrics), store.clone(), &config.metrics);
     let state = AppState {
         store,
         leptos_options,
@@ -73,6 +80,17 @@ pub(crate) fn router(
             ingestion,
             metrics,
             max_body_bytes: config.webhook.max_body_bytes,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.webhook_concurrency,
+            )),
+            // Never less than one delivery of the largest size accepted.
+            body_bytes: Arc::new(tokio::sync::Semaphore::new(
+                config
+                    .limits
+                    .webhook_memory_bytes
+                    .max(config.webhook.max_body_bytes),
+            )),
+            body_timeout: config.limits.body_timeout,
         },
         api: ApiState {
             stripe: config.stripe.clone(),
@@ -86,13 +104,14 @@ pub(crate) fn router(
                 absolute: config.dashboard.absolute_timeout,
                 secure: config.dashboard.secure_cookie(local_addr),
             },
-            trusted_proxies: config.dashboard.trusted_proxies.clone(),
+            client_address: config.dashboard.client_address.clone(),
             two_factor: config.dashboard.require_two_factor,
             language: config.dashboard.language,
         }),
         worker: Arc::new(config.worker.clone()),
         reconcile: config.reconcile.config.clone(),
         bulk,
+        alert_policy: crate::startup::alert_policy(config, local_addr),
     };
     // Everything an operator uses sits behind the session layer and the guard; the webhook,
     // the order API, health and metrics do not (their callers are Stripe, the shop and
@@ -118,10 +137,13 @@ pub(crate) fn router(
         )
         .route("/logout", axum::routing::post(auth::logout))
         .merge(actions::router())
+        .merge(alert_actions::router())
         .merge(language::router())
         .merge(bulk_redrive::router())
+        .merge(claim_actions::router())
         .merge(two_factor::router())
         .merge(search::router())
+        .merge(orders_csv::router())
         .merge(dashboard::router(&state, &site))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -136,7 +158,12 @@ pub(crate) fn router(
                 .br(true)
                 .gzip(true),
         )
-        .layer(limits::bounded(DASHBOARD_CONCURRENCY, DASHBOARD_TIMEOUT));
+        .layer(limits::bounded(DASHBOARD_CONCURRENCY, DASHBOARD_TIMEOUT))
+        // Outside the limit: a body that arrives slowly holds no place in it.
+        .layer(axum::middleware::from_fn_with_state(
+            limits::BodyRule::new(DASHBOARD_MAX_BODY, config.limits.body_timeout),
+            limits::bodies_within,
+        ));
     // The files a release binary carries are public and session-less (no session record is
     // read or touched for them).
     let site_files = match site {
@@ -145,14 +172,22 @@ pub(crate) fn router(
     };
     let api_routes = api::router()
         .layer(axum::extract::DefaultBodyLimit::max(API_MAX_BODY))
-        .layer(limits::bounded(API_CONCURRENCY, API_TIMEOUT));
-    // The webhook keeps its own body limit and no concurrency limit shared with anything:
-    // a busy dashboard or API can never hold Stripe's deliveries back.
-    let router = axum::Router::new()
-        .merge(webhook::router(config.webhook.max_body_bytes))
+        .layer(limits::bounded(API_CONCURRENCY, API_TIMEOUT))
+        .layer(axum::middleware::from_fn_with_state(
+            limits::BodyRule::new(API_MAX_BODY, config.limits.body_timeout),
+            limits::bodies_within,
+        ));
+    // The webhook keeps its own body limit and a concurrency limit shared with nothing: a
+    // busy dashboard or API can never hold Stripe's deliveries back.
+    let mut router = axum::Router::new()
+        .merge(webhook::router())
         .merge(api_routes)
-        .merge(health::router())
-        .merge(metrics::router())
+        .merge(health::router());
+    // `/metrics` here, unless it has a listener of its own.
+    if config.metrics.bind.is_none() {
+        router = router.route_service("/metrics", scrape);
+    }
+    let router = router
         .merge(site_files)
         .merge(operator_routes)
         .layer(axum::middleware::from_fn(limits::header_size))
@@ -161,9 +196,20 @@ pub(crate) fn router(
     request_log::traced(router)
 }
 
+/// `/metrics` alone, for its own listener (`CLAIMCHECK_METRICS_BIND`).
+pub(crate) fn metrics_only(
+    metrics: Arc<Metrics>,
+    store: Store,
+    config: &ServeConfig,
+) -> axum::Router {
+    request_log::traced(metrics::router(metrics, store, &config.metrics))
+}
+
 /// Requests the dashboard serves at once (more wait), and how long one may take.
 const DASHBOARD_CONCURRENCY: usize = 64;
 const DASHBOARD_TIMEOUT: Duration = Duration::from_secs(30);
+/// The dashboard's forms and server functions' arguments are small.
+const DASHBOARD_MAX_BODY: usize = 64 * 1024;
 /// The order API: the same, and its bodies are small JSON.
 const API_CONCURRENCY: usize = 64;
 const API_TIMEOUT: Duration = Duration::from_secs(60);

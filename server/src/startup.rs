@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use claimcheck_core::observe::Observer;
 use claimcheck_core::stripe::StripeApi;
 use claimcheck_core::worker::Worker;
@@ -26,6 +25,9 @@ use crate::tasks::{housekeeping, reconcile_periodically};
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
+    /// `/metrics` on a listener of its own (`CLAIMCHECK_METRICS_BIND`).
+    metrics_listener: Option<(TcpListener, axum::Router)>,
+    limits: crate::config::HttpLimits,
     store: Store,
     local_addr: SocketAddr,
     workers: Vec<Worker>,
@@ -66,6 +68,16 @@ impl Application {
         }
         let new_claim = Arc::new(Notify::new());
         let metrics = Arc::new(Metrics::default());
+        let metrics_listener = match config.metrics.bind {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?;
+                let router = routes::metrics_only(Arc::clone(&metrics), store.clone(), &config);
+                Some((listener, router))
+            }
+            None => None,
+        };
         // The workers and the Stripe client report to this application's metrics.
         let observer: Arc<dyn Observer> = metrics.clone();
         let config = ServeConfig {
@@ -100,6 +112,8 @@ impl Application {
         Ok(Application {
             listener,
             router,
+            metrics_listener,
+            limits: config.limits.clone(),
             store,
             local_addr,
             workers,
@@ -118,6 +132,13 @@ impl Application {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/metrics` is served when it has a listener of its own.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     pub fn store(&self) -> &Store {
@@ -146,14 +167,14 @@ impl Application {
         }
         if let Some(runtime) = self.alerts {
             let queued = Arc::new(Notify::new());
-            workers.push(tokio::spawn(crate::alerts::check_periodically(
+            workers.push(tokio::spawn(crate::tasks::check_alerts_periodically(
                 self.store.clone(),
                 runtime.clone(),
                 Arc::clone(&self.metrics),
                 Arc::clone(&queued),
                 stopped.clone(),
             )));
-            workers.push(tokio::spawn(crate::alerts::send_periodically(
+            workers.push(tokio::spawn(crate::tasks::send_alerts_periodically(
                 self.store.clone(),
                 runtime,
                 Arc::clone(&self.metrics),
@@ -166,20 +187,24 @@ impl Application {
             self.retention,
             stopped.clone(),
         )));
-        // Pages stream in several small writes: without TCP_NODELAY each waits for the
-        // client's delayed ACK (about 40 ms).
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::warn!(%error, "cannot set TCP_NODELAY");
-            }
+        // Both listeners stop together; requests in flight finish.
+        let (stop_serving, serving) = watch::channel(false);
+        let signal = tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_serving.send(true);
         });
-        let served = axum::serve(
-            listener,
-            self.router
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await;
+        let metrics_server = self.metrics_listener.map(|(listener, router)| {
+            let limits = self.limits.clone();
+            let serving = serving.clone();
+            tokio::spawn(
+                async move { crate::serve::serve(listener, router, &limits, serving).await },
+            )
+        });
+        crate::serve::serve(self.listener, self.router, &self.limits, serving).await;
+        if let Some(metrics_server) = metrics_server {
+            let _ = metrics_server.await;
+        }
+        signal.abort();
         // Workers finish the claim in hand; a lease they cannot complete expires and is
         // rescued by the next instance.
         let _ = stop.send(true);
@@ -190,35 +215,45 @@ impl Application {
         }
         self.store.close().await;
         tracing::info!("stopped");
-        served.map_err(ServerError::Serve)
+        Ok(())
     }
 }
 
-/// The alert tasks' settings, unless alerting is off (a zero check interval). Links in
-/// messages point to the public URL, else to the address this instance serves on.
+/// The alert tasks' settings, unless alerting is off (a zero check interval).
 fn alert_runtime(config: &ServeConfig, local_addr: SocketAddr) -> Option<AlertRuntime> {
     let alerts = &config.alerts;
     if alerts.check_interval.is_zero() {
         return None;
     }
+    Some(AlertRuntime {
+        policy: alert_policy(config, local_addr),
+        channels: Arc::new(alerts.channels.clone()),
+        retry: alerts.retry.clone(),
+        check_interval: alerts.check_interval,
+    })
+}
+
+/// How this instance words alerts and where their messages go: for its checks, and for an
+/// admin's resolution on its dashboard (whether or not it checks itself). Links in messages
+/// point to the public URL, else to the address this instance serves on.
+pub(crate) fn alert_policy(
+    config: &ServeConfig,
+    local_addr: SocketAddr,
+) -> claimcheck_core::alert_check::AlertPolicy {
+    let alerts = &config.alerts;
     let dashboard_url = config
         .dashboard
         .public_url
         .as_ref()
         .map(|url| url.as_str().to_owned())
         .unwrap_or_else(|| format!("http://{local_addr}"));
-    Some(AlertRuntime {
-        policy: claimcheck_core::alerts::AlertPolicy {
-            thresholds: alerts.thresholds.clone(),
-            repeat: alerts.repeat,
-            channels: alerts.channels.configured(),
-            dashboard_url,
-            wording: Arc::new(app::i18n::AlertWords::messages_in(
-                config.dashboard.language,
-            )),
-        },
-        channels: Arc::new(alerts.channels.clone()),
-        retry: alerts.retry.clone(),
-        check_interval: alerts.check_interval,
-    })
+    claimcheck_core::alert_check::AlertPolicy {
+        thresholds: alerts.thresholds.clone(),
+        repeat: alerts.repeat,
+        channels: alerts.channels.configured(),
+        dashboard_url,
+        wording: Arc::new(app::i18n::AlertWords::messages_in(
+            config.dashboard.language,
+        )),
+    }
 }

@@ -1,12 +1,17 @@
-//! The background tasks `serve` runs beside the workers: the reconciler and upkeep.
+//! The background tasks `serve` runs beside the workers: the reconciler, the alert checks and
+//! their sender, and upkeep. Each reports to the metrics; the alerting and the metrics do not
+//! know each other.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use claimcheck_core::Store;
 use claimcheck_core::stripe::StripeApi;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
+use crate::alerts::{AlertRuntime, deliver_due};
 use crate::config::ReconcileSchedule;
+use crate::metrics::Metrics;
 
 /// Runs the reconciler every `schedule.interval`, the first time shortly after start. A run
 /// another instance holds is skipped; a failed run is logged and changes nothing. The run
@@ -54,9 +59,11 @@ pub(crate) async fn reconcile_periodically(
     }
 }
 
-/// Background upkeep every few minutes: expired dashboard sessions are deleted (a session
-/// nobody uses again would otherwise stay in the table), and with a retention period the
-/// old delivery logs and payloads are pruned in small batches.
+/// Background upkeep every few minutes: claims written without their search terms (before
+/// the terms existed, or by an older version during a rolling deploy) are indexed, expired
+/// dashboard sessions are deleted (a session nobody uses again would otherwise stay in the
+/// table), and with a retention period the old delivery logs and payloads are pruned in
+/// small batches, after their terms were read.
 pub(crate) async fn housekeeping(
     store: Store,
     retention: Option<Duration>,
@@ -64,6 +71,7 @@ pub(crate) async fn housekeeping(
 ) {
     const EVERY: Duration = Duration::from_secs(5 * 60);
     while !*stop.borrow() {
+        index_search_terms(&store, &stop).await;
         if let Some(retention) = retention {
             let before = claimcheck_core::now_ms()
                 - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX / 2);
@@ -92,6 +100,109 @@ pub(crate) async fn housekeeping(
         }
         tokio::select! {
             () = tokio::time::sleep(EVERY) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// Indexes every claim still without its search terms, in small transactions so that
+/// ingestion is never held up for long.
+async fn index_search_terms(store: &Store, stop: &watch::Receiver<bool>) {
+    let mut indexed = 0;
+    while !*stop.borrow() {
+        match store.claims().index_unindexed(200).await {
+            Ok(0) => break,
+            Ok(n) => indexed += n,
+            Err(error) => {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "indexing claims for the search failed; trying again later"
+                );
+                break;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    if indexed > 0 {
+        tracing::info!(indexed, "claims indexed for the search");
+    }
+}
+
+/// Checks the conditions every `check_interval` (the first time right away), after adding the
+/// signature failures this process refused since the last check to the shared count. Wakes
+/// the sender when a check queued messages.
+pub(crate) async fn check_alerts_periodically(
+    store: Store,
+    runtime: AlertRuntime,
+    metrics: Arc<Metrics>,
+    queued: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut counted = 0;
+    while !*stop.borrow() {
+        let now = claimcheck_core::now_ms();
+        let refused = metrics.bad_signatures_total();
+        if refused > counted {
+            match store
+                .alerts()
+                .record_signature_failures(refused - counted, now)
+                .await
+            {
+                Ok(()) => counted = refused,
+                Err(error) => tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "cannot count signature failures; trying again at the next check"
+                ),
+            }
+        }
+        match claimcheck_core::alert_check::check(&store, &runtime.policy, now).await {
+            Ok(changes) => {
+                metrics.observe_alert_changes(&changes);
+                for change in &changes {
+                    tracing::warn!(condition = %change.condition, kind = change.kind.as_str(), "alert");
+                }
+                if !changes.is_empty() {
+                    queued.notify_one();
+                }
+            }
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "alert check failed; trying again at the next one"
+            ),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(runtime.check_interval) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// Sends what is due whenever a check queued something, and every few seconds for retries.
+pub(crate) async fn send_alerts_periodically(
+    store: Store,
+    runtime: AlertRuntime,
+    metrics: Arc<Metrics>,
+    queued: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let every = runtime.check_interval.min(Duration::from_secs(5));
+    while !*stop.borrow() {
+        if !runtime.channels.configured().is_empty() {
+            let now = claimcheck_core::now_ms();
+            match deliver_due(&store, &runtime.channels, &runtime.retry, now).await {
+                Ok(report) => metrics.observe_alert_messages(&report),
+                Err((report, error)) => {
+                    metrics.observe_alert_messages(&report);
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "sending alert messages failed; trying again shortly"
+                    );
+                }
+            }
+        }
+        tokio::select! {
+            () = queued.notified() => {}
+            () = tokio::time::sleep(every) => {}
             _ = stop.changed() => {}
         }
     }

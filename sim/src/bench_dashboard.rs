@@ -1,7 +1,9 @@
 //! `claimcheck bench-dashboard`: seeds a large synthetic history (one million claims by
 //! default, one order each, spread over 50,000 customers) and times the dashboard's pages as
 //! the server renders them for a signed-in operator: the events list, a later page of it, a
-//! search by email, and the orders search by email.
+//! search by email, the orders search by email, the support desk's customer page, the
+//! header search by an order-id prefix, the orders list (all, and one status), and the
+//! claims page with its counted tabs.
 
 use std::time::{Duration, Instant};
 
@@ -128,6 +130,20 @@ pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimErr
         ("events, failed only", "/events?status=failed".to_owned()),
         ("events, search by email", format!("/events?q={customer}")),
         ("orders, search by email", format!("/orders?q={customer}")),
+        ("customer page", format!("/customers/{customer}")),
+        (
+            "search, order-id prefix",
+            format!("/search?q=ord_syn_{}", args.claims / 20),
+        ),
+        ("orders list", "/orders".to_owned()),
+        (
+            "orders list, refunded only",
+            "/orders?status=refunded".to_owned(),
+        ),
+        (
+            "claims page, failed tab",
+            "/claims?status=failed".to_owned(),
+        ),
     ];
     report(&format!(
         "{} renders of each page, signed in, server-side (HTML complete):",

@@ -59,6 +59,15 @@ pub struct BenchArgs {
     /// and how long after the last delivery the last claim was done.
     #[arg(long, default_value_t = claimcheck_core::worker::DEFAULT_WORKERS)]
     pub workers: usize,
+    /// Scrapers of /metrics: the run is made twice, without and then with this many
+    /// scraping as fast as they can, and the latencies are compared (a scrape must not be a
+    /// cost that slows Stripe's deliveries).
+    #[arg(long, default_value_t = 0)]
+    pub scrapers: usize,
+    /// The in-process server's CLAIMCHECK_METRICS_DATABASE_INTERVAL (`0`: the database is
+    /// read at every scrape, as before it was cached).
+    #[arg(long = "metrics-database-interval", value_name = "SPAN")]
+    pub metrics_database_interval: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -98,14 +107,49 @@ pub async fn run(args: BenchArgs, host: &dyn Host) -> Result<(), SimError> {
     report_configuration(&args, &backend);
     let started = now_ms();
     let clock = Instant::now();
-    let samples = match args.rate {
-        None => closed_loop(&shared, args.concurrency.max(1), args.requests).await,
-        Some(rate) => open_loop(&shared, rate.max(1), args.requests).await,
-    };
+    let samples = send(&shared, &args, 0).await;
     let answered = now_ms();
     report(&args, &backend, &samples, clock.elapsed());
+    if args.scrapers > 0 {
+        // The same load again, now with the scrapers: one pass after the other, so the two
+        // figures come from the same machine in the same minute.
+        let scrapes = Arc::new(AtomicUsize::new(0));
+        let scrapers: Vec<_> = (0..args.scrapers)
+            .map(|_| {
+                tokio::spawn(scrape(
+                    shared.client.clone(),
+                    format!("{target}/metrics"),
+                    Arc::clone(&scrapes),
+                ))
+            })
+            .collect();
+        let clock = Instant::now();
+        let scraped = send(&shared, &args, args.requests).await;
+        let elapsed = clock.elapsed();
+        for scraper in scrapers {
+            scraper.abort();
+        }
+        #[allow(clippy::print_stdout)]
+        {
+            println!(
+                "with {} scrapers of /metrics ({} scrapes, {:.0}/s):",
+                args.scrapers,
+                scrapes.load(Ordering::Relaxed),
+                scrapes.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
+            );
+        }
+        report(&args, &backend, &scraped, elapsed);
+        let p99 = |samples: &[Sample]| percentile(samples, 0.99).as_secs_f64();
+        #[allow(clippy::print_stdout)]
+        {
+            println!(
+                "p99 with scrapers / without: {:.2}",
+                p99(&scraped) / p99(&samples).max(f64::MIN_POSITIVE)
+            );
+        }
+    }
     if let Some(server) = local {
-        if args.workers > 0 {
+        if args.workers > 0 && args.scrapers == 0 {
             let claims = match args.workload {
                 Workload::Unique => args.requests,
                 Workload::Storm => args.events.max(1).min(args.requests),
@@ -115,6 +159,35 @@ pub async fn run(args: BenchArgs, host: &dyn Host) -> Result<(), SimError> {
         server.stop().await?;
     }
     Ok(())
+}
+
+/// One pass of the load, deliveries numbered from `first`.
+async fn send(shared: &Arc<Shared>, args: &BenchArgs, first: usize) -> Vec<Sample> {
+    let numbers = first..first + args.requests;
+    match args.rate {
+        None => closed_loop(shared, args.concurrency.max(1), numbers).await,
+        Some(rate) => open_loop(shared, rate.max(1), numbers).await,
+    }
+}
+
+/// Scrapes `url` as fast as it answers, counting the scrapes, until aborted.
+async fn scrape(client: reqwest::Client, url: String, scrapes: Arc<AtomicUsize>) {
+    loop {
+        if let Ok(response) = client.get(&url).send().await {
+            let _ = response.bytes().await;
+            scrapes.fetch_add(1, Ordering::Relaxed);
+        } else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The latency below which a share `q` of the samples answered.
+fn percentile(samples: &[Sample], q: f64) -> Duration {
+    let mut latencies: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
+    latencies.sort();
+    let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+    latencies.get(index).copied().unwrap_or_default()
 }
 
 struct Shared {
@@ -176,8 +249,13 @@ impl Shared {
     }
 }
 
-async fn closed_loop(shared: &Arc<Shared>, concurrency: usize, requests: usize) -> Vec<Sample> {
-    let next = Arc::new(AtomicUsize::new(0));
+async fn closed_loop(
+    shared: &Arc<Shared>,
+    concurrency: usize,
+    numbers: std::ops::Range<usize>,
+) -> Vec<Sample> {
+    let requests = numbers.end;
+    let next = Arc::new(AtomicUsize::new(numbers.start));
     let mut workers = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
         let shared = Arc::clone(shared);
@@ -193,7 +271,7 @@ async fn closed_loop(shared: &Arc<Shared>, concurrency: usize, requests: usize) 
             }
         }));
     }
-    let mut samples = Vec::with_capacity(requests);
+    let mut samples = Vec::with_capacity(requests - numbers.start);
     for worker in workers {
         if let Ok(mut part) = worker.await {
             samples.append(&mut part);
@@ -204,13 +282,19 @@ async fn closed_loop(shared: &Arc<Shared>, concurrency: usize, requests: usize) 
 
 /// Sends on a fixed schedule; latency counts from the scheduled time, so a slow answer
 /// cannot hide the deliveries queued behind it.
-async fn open_loop(shared: &Arc<Shared>, rate: u32, requests: usize) -> Vec<Sample> {
+async fn open_loop(
+    shared: &Arc<Shared>,
+    rate: u32,
+    numbers: std::ops::Range<usize>,
+) -> Vec<Sample> {
     let in_flight = Arc::new(Semaphore::new(4096));
     let period = Duration::from_secs_f64(1.0 / f64::from(rate));
     let start = Instant::now();
+    let requests = numbers.len();
+    let first = numbers.start;
     let mut tasks = Vec::with_capacity(requests);
-    for i in 0..requests {
-        let scheduled = start + period.mul_f64(i as f64);
+    for i in numbers {
+        let scheduled = start + period.mul_f64((i - first) as f64);
         tokio::time::sleep_until(scheduled.into()).await;
         let shared = Arc::clone(shared);
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
@@ -232,12 +316,7 @@ async fn open_loop(shared: &Arc<Shared>, rate: u32, requests: usize) -> Vec<Samp
 }
 
 fn report(args: &BenchArgs, backend: &str, samples: &[Sample], elapsed: Duration) {
-    let mut latencies: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
-    latencies.sort();
-    let pick = |q: f64| {
-        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-        latencies.get(index).copied().unwrap_or_default()
-    };
+    let pick = |q: f64| percentile(samples, q);
     let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
     for sample in samples {
         *outcomes.entry(sample.result.as_str()).or_default() += 1;
@@ -259,7 +338,7 @@ fn report(args: &BenchArgs, backend: &str, samples: &[Sample], elapsed: Duration
         samples.len() as f64 / elapsed.as_secs_f64(),
         ms(pick(0.50)),
         ms(pick(0.99)),
-        ms(latencies.last().copied().unwrap_or_default()),
+        ms(pick(1.0)),
         outcomes
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
@@ -381,14 +460,23 @@ impl LocalServer {
             }
         };
         let instance = host
-            .serve(vec![
-                format!("--database-url={}", database_url.expose()),
-                "--bind=127.0.0.1:0".into(),
-                format!("--webhook-secret={}", args.secret),
-                // Without --workers the figures are ingestion's alone.
-                format!("--workers={}", args.workers),
-                "--reconcile-interval=0".into(),
-            ])
+            .serve(
+                vec![
+                    format!("--database-url={}", database_url.expose()),
+                    "--bind=127.0.0.1:0".into(),
+                    format!("--webhook-secret={}", args.secret),
+                    // Without --workers the figures are ingestion's alone.
+                    format!("--workers={}", args.workers),
+                    "--reconcile-interval=0".into(),
+                ]
+                .into_iter()
+                .chain(
+                    args.metrics_database_interval
+                        .iter()
+                        .map(|span| format!("--metrics-database-interval={span}")),
+                )
+                .collect(),
+            )
             .await?;
         let store = Store::connect(&database_url, &StoreOptions::default())
             .await

@@ -219,7 +219,10 @@ async fn post_event(
     }
 }
 
-fn paid_session(order: &str, session: &str, email: &str, credits: i64) -> serde_json::Value {
+/// A paid Checkout Session for the demo's `thesis-40` package ([`PACKAGES`]: 40 credits for
+/// CHF 49), as Stripe sends it: with its amount, currency and package, so that the order it
+/// becomes shows what was paid and can be refunded.
+fn paid_session(order: &str, session: &str, email: &str) -> serde_json::Value {
     json!({
         "id": format!("evt_demo_paid_{order}"),
         "object": "event",
@@ -233,7 +236,9 @@ fn paid_session(order: &str, session: &str, email: &str, credits: i64) -> serde_
             "payment_intent": format!("pi_demo_{order}"),
             "client_reference_id": order,
             "customer_email": email,
-            "metadata": { "order_id": order, "credits": credits.to_string() },
+            "amount_total": 4900,
+            "currency": "chf",
+            "metadata": { "order_id": order, "package": "thesis-40", "credits": "40" },
         }},
     })
 }
@@ -272,7 +277,6 @@ async fn stage_worker_crash(
         &order,
         &format!("cs_demo_crash_d{day}"),
         "crash@demo.example",
-        40,
     );
     body["id"] = json!(crash);
     post_event(client, &server.base_url(), secret, &body).await?;
@@ -430,13 +434,7 @@ async fn api_orders(
             .map_err(|e| fail("order API")(e.to_string()))?;
         opened += 1;
         let session = created["checkout_session_id"].as_str().unwrap_or_default();
-        post_event(
-            client,
-            base,
-            secret,
-            &paid_session(&order, session, &email, 40),
-        )
-        .await?;
+        post_event(client, base, secret, &paid_session(&order, session, &email)).await?;
         let order_id = OrderId::parse(order.as_str()).map_err(|e| fail("order")(e.to_string()))?;
         expected.push((order_id.clone(), after));
         if after == AfterPurchase::Kept {

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use claimcheck_core::backoff::Backoff;
 use claimcheck_core::now_ms;
 use claimcheck_core::webhook::SigningSecret;
 use clap::Args;
@@ -362,12 +363,11 @@ async fn deliver(
     body: &[u8],
     sent: &mut Sent,
 ) {
-    let mut wait = Duration::from_millis(100);
+    let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(4));
     for attempt in 0..6 {
         if attempt > 0 {
             sent.retried += 1;
-            tokio::time::sleep(wait).await;
-            wait *= 2;
+            tokio::time::sleep(backoff.delay(attempt - 1)).await;
         }
         let signature = secret.sign(now_ms() / 1000, body);
         let started = Instant::now();

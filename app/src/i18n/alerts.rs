@@ -3,7 +3,7 @@
 //! the same summaries on the dashboard in each reader's own.
 
 use claimcheck_core::alert::{AlertDetail, MessageKind};
-use claimcheck_core::alerts::{AlertFacts, AlertWording, Message};
+use claimcheck_core::alert_check::{AlertFacts, AlertWording, Message};
 use claimcheck_core::language::Language;
 
 use super::{DEFAULT_ZONE, Locale, Reader, names, td_string};
@@ -100,7 +100,21 @@ impl AlertWording for AlertWords {
                     error
                 )
             }
-            AlertDetail::ReconcileRecovered { at, actor, claimed } => match claimed {
+            AlertDetail::StorageFull {
+                since,
+                last_at,
+                ongoing,
+            } => {
+                let (since, last) = (time(*since), time(*last_at));
+                if *ongoing {
+                    td_string!(locale, notify.storage_full_ongoing, since)
+                } else {
+                    td_string!(locale, notify.storage_full_over, since, last)
+                }
+            }
+            AlertDetail::ReconcileRecovered {
+                at, actor, claimed, ..
+            } => match claimed {
                 1 => td_string!(
                     locale,
                     notify.reconcile_recovered_one,
@@ -127,13 +141,31 @@ impl AlertWording for AlertWords {
         let subject = match kind {
             MessageKind::Resolved => {
                 text.push(td_string!(locale, notify.resolved, title = &title));
-                text.push(td_string!(
-                    locale,
-                    notify.cleared,
-                    at = time(facts.resolved_at.unwrap_or(facts.opened_at)),
-                    opened = time(facts.opened_at),
-                    summary = &facts.summary
-                ));
+                let at = time(facts.resolved_at.unwrap_or(facts.opened_at));
+                let opened = time(facts.opened_at);
+                match &facts.resolved_by {
+                    // Closed by a person while it may still hold: say who, why, and what
+                    // happens if it does.
+                    Some(who) => {
+                        let note = facts.note.as_deref().unwrap_or_default();
+                        text.push(td_string!(
+                            locale,
+                            notify.resolved_by_hand,
+                            who,
+                            at,
+                            opened,
+                            note
+                        ));
+                        text.push(td_string!(locale, notify.reopens).to_string());
+                    }
+                    None => text.push(td_string!(
+                        locale,
+                        notify.cleared,
+                        at,
+                        opened,
+                        summary = &facts.summary
+                    )),
+                }
                 td_string!(locale, notify.subject_resolved, title = &title)
             }
             MessageKind::Reminder => {
@@ -161,7 +193,10 @@ impl AlertWording for AlertWords {
                 text.push(td_string!(locale, notify.among, ids));
             }
         }
-        let link = format!("{dashboard_url}{}", facts.condition.page());
+        let link = format!(
+            "{dashboard_url}{}",
+            crate::links::alert(facts.condition, facts.detail.as_ref())
+        );
         text.push(td_string!(locale, notify.dashboard, link));
         text.push(td_string!(
             locale,
@@ -208,6 +243,9 @@ mod tests {
             samples: vec!["evt_a".into(), "evt_b".into()],
             opened_at: 1_800_000_060_000,
             resolved_at: None,
+            resolved_by: None,
+            note: None,
+            detail: None,
         }
     }
 
@@ -263,6 +301,29 @@ mod tests {
             m.text
         );
         assert!(!m.text.contains("Among them"), "{}", m.text);
+        let by_hand = AlertFacts {
+            resolved_by: Some("ada".into()),
+            note: Some("Customer refunded by bank transfer.".into()),
+            ..resolved
+        };
+        let m = en.message(MessageKind::Resolved, &by_hand, "http://x");
+        assert_eq!(m.subject, "[Claimcheck] Resolved: Claims failed");
+        assert!(
+            m.text.contains(
+                "ada resolved it by hand at 15 Jan 2027, 09:10:00 CET (open since 15 Jan 2027, \
+                 09:01:00 CET): Customer refunded by bank transfer."
+            ),
+            "{}",
+            m.text
+        );
+        assert!(m.text.contains("a new alert opens"), "{}", m.text);
+        let de = words(Language::SwissGerman).message(MessageKind::Resolved, &by_hand, "http://x");
+        assert!(
+            de.text
+                .contains("ada hat ihn am 15.01.2027 09:10:00 CET von Hand behoben"),
+            "{}",
+            de.text
+        );
     }
 
     #[test]
@@ -325,6 +386,7 @@ mod tests {
                 at: 1_800_000_000_000,
                 actor: "cli:ops".into(),
                 claimed: 4,
+                run: Some(12),
             },
         ];
         for language in Language::ALL {

@@ -1,14 +1,22 @@
-//! Alerts: what is wrong now (open alerts, with the page that shows it) and what was, with
-//! every message each sent and how its delivery went. The header's badge counts the open ones.
+//! Alerts: what is wrong now (open alerts, with the page that shows it, who is on it and the
+//! buttons the reader's role may use) and what was, with every message each sent, how its
+//! delivery went and how it was resolved. The header's badge counts the open ones.
 
-use claimcheck_core::alert::{AlertChannel, AlertCondition, DeliveryStatus, MessageKind};
+use claimcheck_core::alert::{
+    AlertChannel, AlertCondition, DeliveryStatus, HandlingAction, MessageKind, SnoozeFor,
+};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::components::A;
 use leptos_router::hooks::use_location;
 
-use crate::api::alerts::{AlertHistory, AlertMessageRow, AlertRow, get_alert_badge, get_alerts};
-use crate::components::Loaded;
+use crate::api::Me;
+use crate::api::alerts::{
+    AlertHistory, AlertMessageRow, AlertRow, HandlingRow, KeptNote, action_path, get_alert_badge,
+    get_alerts,
+};
+use crate::api::get_me;
+use crate::components::{ActionNotices, LoadedWithMe};
 use crate::i18n::*;
 
 /// A condition's heading in the reader's words.
@@ -48,18 +56,22 @@ pub(crate) fn delivery_status_name(i18n: I18nContext<Locale>, status: DeliverySt
 pub fn AlertsPage() -> impl IntoView {
     let i18n = use_i18n();
     let history = Resource::new(|| (), |_| get_alerts());
+    let me = Resource::new(|| (), |_| get_me());
     view! {
         <Title text=t_string!(i18n, alerts.title).to_string()/>
         <section class="page">
             <h1>{t!(i18n, alerts.title)}</h1>
             <p class="muted">{t!(i18n, alerts.intro)}</p>
-            <Loaded resource=history view=history_view/>
+            <ActionNotices/>
+            <LoadedWithMe resource=history me view=history_view/>
         </section>
     }
 }
 
-fn history_view(history: AlertHistory) -> impl IntoView {
+fn history_view(history: AlertHistory, me: Option<Me>) -> impl IntoView {
     let i18n = use_i18n();
+    let role = me.map(|me| me.role);
+    let kept = history.kept;
     let (open, past): (Vec<AlertRow>, Vec<AlertRow>) =
         history.alerts.into_iter().partition(|a| a.open);
     let open_view = if open.is_empty() {
@@ -68,7 +80,13 @@ fn history_view(history: AlertHistory) -> impl IntoView {
     } else {
         view! {
             <div class="alert-list">
-                {open.into_iter().map(open_alert).collect_view()}
+                {open
+                    .into_iter()
+                    .map(|alert| {
+                        let kept = kept.clone().filter(|k| k.alert_id == alert.id);
+                        open_alert(alert, role, kept)
+                    })
+                    .collect_view()}
             </div>
         }
         .into_any()
@@ -92,9 +110,13 @@ fn history_view(history: AlertHistory) -> impl IntoView {
     }
 }
 
-fn open_alert(alert: AlertRow) -> impl IntoView {
+fn open_alert(
+    alert: AlertRow,
+    role: Option<claimcheck_core::auth::Role>,
+    kept: Option<KeptNote>,
+) -> impl IntoView {
     let i18n = use_i18n();
-    let page = alert.condition.page();
+    let page = alert.page.clone();
     let samples = (!alert.samples.is_empty()).then(|| {
         let samples = alert.samples.join(", ");
         view! {
@@ -110,15 +132,132 @@ fn open_alert(alert: AlertRow) -> impl IntoView {
         }
         None => t_string!(i18n, alerts.open_since, opened, checked).to_string(),
     };
+    let may = |action: HandlingAction| role.is_some_and(|role| action.allowed_for(role));
+    let (kept_take, kept_resolve) = match kept {
+        Some(k) if k.resolve => (None, Some(k.note)),
+        Some(k) => (Some(k.note), None),
+        None => (None, None),
+    };
+    let take = may(HandlingAction::Acknowledge).then(|| {
+        take_form(
+            alert.id,
+            alert.handling_version,
+            !matches!(alert.handling, HandlingRow::Acknowledged { .. }),
+            kept_take,
+        )
+    });
+    let resolve =
+        may(HandlingAction::Resolve).then(|| resolve_form(alert.id, title.clone(), kept_resolve));
+    let state = alert.handling.as_str();
     view! {
-        <article class="card alert-open" data-testid="open-alert" data-condition=alert.condition.as_str()>
+        <article
+            class="card alert-open"
+            data-testid="open-alert"
+            data-condition=alert.condition.as_str()
+            data-handling=state
+        >
             <h3>{t!(i18n, alerts.open_heading, title, count)}</h3>
+            {handling_line(alert.handling, alert.handling_note)}
             <p>{alert.summary}</p>
             {samples}
             <p class="muted">{when}</p>
             <p><A href=page>{t!(i18n, alerts.show_them)}</A></p>
+            {take}
+            {resolve}
             <ul class="plain">{alert.messages.into_iter().map(message_item).collect_view()}</ul>
         </article>
+    }
+}
+
+/// Who is on it, since when or until when, and what they wrote.
+fn handling_line(handling: HandlingRow, note: Option<String>) -> impl IntoView {
+    let i18n = use_i18n();
+    let class = format!("badge handling-{}", handling.as_str());
+    let (label, line) = match handling {
+        HandlingRow::Open => (
+            t_string!(i18n, alerts.state_open).to_string(),
+            t_string!(i18n, alerts.state_open_line).to_string(),
+        ),
+        HandlingRow::Acknowledged { by, at } => (
+            t_string!(i18n, alerts.state_acknowledged).to_string(),
+            t_string!(i18n, alerts.state_acknowledged_line, by, at).to_string(),
+        ),
+        HandlingRow::Snoozed { by, until } => (
+            t_string!(i18n, alerts.state_snoozed).to_string(),
+            t_string!(i18n, alerts.state_snoozed_line, by, until).to_string(),
+        ),
+        HandlingRow::SnoozeOver { by, until } => (
+            t_string!(i18n, alerts.state_open).to_string(),
+            t_string!(i18n, alerts.state_snooze_over_line, by, until).to_string(),
+        ),
+    };
+    let note = note.map(|note| {
+        view! { <p class="alert-note" data-testid="handling-note">{t!(i18n, alerts.handling_note, note)}</p> }
+    });
+    view! {
+        <p class="alert-state" data-testid="alert-state">
+            <span class=class>{label}</span> " " {line}
+        </p>
+        {note}
+    }
+}
+
+/// Acknowledge (unless it is already) and snooze: one form, one optional note, a button per
+/// action posting where it goes.
+fn take_form(id: i64, version: i64, can_acknowledge: bool, kept: Option<String>) -> impl IntoView {
+    let i18n = use_i18n();
+    let field = format!("note-{id}");
+    let acknowledge = can_acknowledge.then(|| {
+        view! {
+            <button type="submit" class="button">{t!(i18n, alerts.acknowledge)}</button>
+        }
+    });
+    let snooze = SnoozeFor::ALL
+        .map(|length| {
+            let label = match length {
+                SnoozeFor::Hour => t_string!(i18n, alerts.snooze_hour).to_string(),
+                SnoozeFor::Day => t_string!(i18n, alerts.snooze_day).to_string(),
+            };
+            view! {
+                <button
+                    type="submit"
+                    class="button secondary"
+                    formaction=action_path(id, "snooze")
+                    name="length"
+                    value=length.as_str()
+                >
+                    {label}
+                </button>
+            }
+        })
+        .collect_view();
+    view! {
+        <form method="post" action=action_path(id, "acknowledge") class="stack alert-take" data-testid="take-alert">
+            <input type="hidden" name="seen" value=version.to_string()/>
+            <label for=field.clone()>{t!(i18n, alerts.take_note)}</label>
+            <input id=field name="note" autocomplete="off" value=kept.unwrap_or_default()/>
+            <div class="actions">{acknowledge} {snooze}</div>
+        </form>
+    }
+}
+
+/// Resolving closes it for good: the button only opens the question, which asks why and says
+/// what happens if the condition still holds. A refused note comes back here, open.
+fn resolve_form(id: i64, title: String, kept: Option<String>) -> impl IntoView {
+    let i18n = use_i18n();
+    let field = format!("resolution-{id}");
+    let open = kept.is_some();
+    let note = kept.unwrap_or_default();
+    view! {
+        <details class="confirm" open=open data-testid="resolve-alert">
+            <summary class="link-button danger">{t!(i18n, alerts.resolve)}</summary>
+            <form method="post" action=action_path(id, "resolve") class="stack">
+                <p>{t!(i18n, alerts.resolve_question, title)}</p>
+                <label for=field.clone()>{t!(i18n, alerts.resolve_note)}</label>
+                <textarea id=field name="note" required rows="3">{note}</textarea>
+                <button type="submit" class="button danger">{t!(i18n, alerts.resolve_confirm)}</button>
+            </form>
+        </details>
     }
 }
 
@@ -132,6 +271,7 @@ fn history_table(alerts: Vec<AlertRow>) -> impl IntoView {
                         <th scope="col">{t!(i18n, alerts.col_alert)}</th>
                         <th scope="col">{t!(i18n, alerts.col_opened)}</th>
                         <th scope="col">{t!(i18n, alerts.col_resolved)}</th>
+                        <th scope="col">{t!(i18n, alerts.col_resolution)}</th>
                         <th scope="col">{t!(i18n, alerts.col_last_seen)}</th>
                         <th scope="col">{t!(i18n, alerts.col_messages)}</th>
                     </tr>
@@ -140,11 +280,19 @@ fn history_table(alerts: Vec<AlertRow>) -> impl IntoView {
                     {alerts
                         .into_iter()
                         .map(|a| {
+                            let resolution = match (a.resolved_by, a.resolution_note) {
+                                (Some(by), note) => {
+                                    let note = note.unwrap_or_default();
+                                    t_string!(i18n, alerts.resolved_by_hand, by, note).to_string()
+                                }
+                                (None, _) => t_string!(i18n, alerts.resolved_by_itself).to_string(),
+                            };
                             view! {
-                                <tr data-testid="past-alert">
+                                <tr data-testid="past-alert" data-condition=a.condition.as_str()>
                                     <td>{condition_title(i18n, a.condition)}</td>
                                     <td>{a.opened_at}</td>
                                     <td>{a.resolved_at}</td>
+                                    <td data-testid="resolution">{resolution}</td>
                                     <td>{a.summary}</td>
                                     <td>
                                         <ul class="plain">

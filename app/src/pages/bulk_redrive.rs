@@ -14,7 +14,7 @@ use crate::api::{
     bulk_batches, bulk_preview, get_me,
 };
 use crate::components::{
-    ActionNotices, ErrorNotice, Loaded, StateBadge, error_message, state_name,
+    ActionNotices, ErrorNotice, Loaded, LoadedWithMe, StateBadge, error_message, state_name,
 };
 use crate::i18n::*;
 
@@ -40,20 +40,32 @@ pub fn BulkRedrivePage() -> impl IntoView {
     let preview = Resource::new(
         move || {
             let q = query.read();
+            // Rows ticked on the claims page come as `id=…` each.
+            let ids = q.get_all("id").unwrap_or_default().join(" ");
             (
                 q.get("preview").is_some(),
                 FIELDS.map(|f| q.get(f).unwrap_or_default()),
+                ids,
             )
         },
-        |(asked, [status, event_type, from, to, older_than, error, search])| async move {
+        |(asked, [status, event_type, from, to, older_than, error, search], ids)| async move {
             // Only support and admins preview (the server function refuses the others, and
             // a refusal here would answer the whole page 403).
             if !asked || !get_me().await?.can_redrive() {
                 return Ok(None);
             }
-            bulk_preview(status, event_type, from, to, older_than, error, search)
-                .await
-                .map(Some)
+            bulk_preview(
+                status,
+                event_type,
+                from,
+                to,
+                older_than,
+                error,
+                search,
+                Some(ids),
+            )
+            .await
+            .map(Some)
         },
     );
     let batches = Resource::new(|| (), |_| bulk_batches());
@@ -228,7 +240,7 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                             .rows
                             .into_iter()
                             .map(|r| {
-                                let href = format!("/events/{}", r.claim.event_id);
+                                let href = crate::links::event(&r.claim.event_id);
                                 let order = r
                                     .order_id
                                     .unwrap_or_else(|| t_string!(i18n, common.none).to_string());
@@ -261,6 +273,7 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                 {hidden("received_before", filter.received_before.map(|v| v.to_string()))}
                 {hidden("error_contains", filter.error_contains)}
                 {hidden("search", filter.search)}
+                {hidden("event_ids", Some(filter.event_ids.join(" ")))}
                 <input type="hidden" name="back" value=back/>
                 <label for="reason">{t!(i18n, bulk.reason)}</label>
                 <textarea id="reason" name="reason" required rows="2"></textarea>
@@ -307,7 +320,7 @@ fn batch_list(batches: Vec<BatchSummary>) -> impl IntoView {
                     {batches
                         .into_iter()
                         .map(|b| {
-                            let href = format!("/claims/redrive/{}", b.batch_id);
+                            let href = crate::links::batch(&b.batch_id);
                             view! {
                                 <tr>
                                     <td class="mono"><a href=href>{b.batch_id}</a></td>
@@ -350,21 +363,13 @@ pub fn BulkBatchPage() -> impl IntoView {
         <section class="page narrow">
             <p><a href="/claims/redrive">{t!(i18n, bulk.back)}</a></p>
             <ActionNotices/>
-            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
-                {move || {
-                    let me = me.get().and_then(Result::ok);
-                    batch
-                        .get()
-                        .map(|result| match result {
-                            Ok(Some(batch)) => view! { <BatchView batch me/> }.into_any(),
-                            Ok(None) => {
-                                view! { <ErrorNotice message=t_string!(i18n, bulk.no_batch).to_string()/> }
-                                    .into_any()
-                            }
-                            Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
-                        })
-                }}
-            </Transition>
+            <LoadedWithMe resource=batch me view=move |batch, me| match batch {
+                Some(batch) => view! { <BatchView batch me/> }.into_any(),
+                None => {
+                    view! { <ErrorNotice message=t_string!(i18n, bulk.no_batch).to_string()/> }
+                        .into_any()
+                }
+            }/>
         </section>
     }
 }
@@ -373,10 +378,11 @@ pub fn BulkBatchPage() -> impl IntoView {
 fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
     let i18n = use_i18n();
     let can_act = me.as_ref().is_some_and(Me::can_redrive);
-    let href = format!("/claims/redrive/{}", batch.batch_id);
-    let state = batch.state;
+    let href = crate::links::batch(&batch.batch_id);
+    let progress = batch.progress;
+    let state = progress.state;
     let by = batch.cancel_requested_by.clone().unwrap_or_default();
-    let (done, total, remaining) = (batch.done, batch.total, batch.remaining);
+    let (done, total, remaining) = (progress.done, progress.total, batch.remaining);
     let summary = match state {
         BatchState::Running if batch.cancel_requested_by.is_some() => {
             t_string!(i18n, bulk.summary_stopping, by).to_string()
@@ -389,14 +395,6 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
         BatchState::Interrupted => {
             t_string!(i18n, bulk.summary_interrupted, done, total, remaining).to_string()
         }
-    };
-    let progress = BatchProgress {
-        state,
-        total: batch.total,
-        done: batch.done,
-        processed: batch.processed,
-        failed: batch.failed,
-        skipped: batch.skipped,
     };
     let words = ProgressWords::new(i18n);
     let cancel_form = (can_act && state == BatchState::Running && batch.cancel_requested_by.is_none())
@@ -431,7 +429,7 @@ fn BatchView(batch: BatchDetail, me: Option<Me>) -> impl IntoView {
                     {rows
                         .into_iter()
                         .map(|r| {
-                            let href = format!("/events/{}", r.event_id);
+                            let href = crate::links::event(&r.event_id);
                             view! {
                                 <li>
                                     <a class="mono" href=href>{r.event_id}</a> " "

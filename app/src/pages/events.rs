@@ -1,65 +1,153 @@
 //! Events: the list (filters, search, keyset pages), one event in detail, and the re-drive
 //! confirmation.
 
-use claimcheck_core::ClaimState;
+use claimcheck_core::{ClaimSource, ClaimState, EventKind};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::api::{ClaimRow, EventDetail, EventsPage as Page, Me, get_event, get_me, list_events};
 use crate::components::{
-    ActionNotices, ErrorNotice, Loaded, StateBadge, error_message, state_name,
+    ActionNotices, ConfirmButton, Loaded, LoadedWithMe, StateBadge, state_name,
 };
 use crate::i18n::*;
 use crate::pages::orders::OrderSummary;
+use crate::refresh::refresh_while_visible;
 
-/// Claims as a table; each row links to its event.
+/// Claims as a table; each row links to its event, its customer and its order. Given the
+/// operator (`me`), the claims page's table also lets support tick re-drivable rows for a
+/// re-drive of the selection (the checkboxes belong to the form [`SELECTION_FORM`]) and lets
+/// an admin resolve a failed claim without re-driving it, or reopen a resolved one.
 #[component]
-pub fn ClaimTable(rows: Vec<ClaimRow>) -> impl IntoView {
+pub fn ClaimTable(rows: Vec<ClaimRow>, #[prop(optional)] me: Option<Me>) -> impl IntoView {
     let i18n = use_i18n();
     if rows.is_empty() {
         return view! { <p class="empty">{t!(i18n, events.no_claims)}</p> }.into_any();
     }
+    let select = me.as_ref().is_some_and(Me::can_redrive);
+    let admin = me.as_ref().is_some_and(Me::is_admin);
     view! {
         <div class="table-wrap">
-            <table aria-label=move || t_string!(i18n, events.table_label)>
+            <table class="cards" aria-label=move || t_string!(i18n, events.table_label)>
                 <thead>
                     <tr>
+                        {select.then(|| view! { <th scope="col"><span class="visually-hidden">{t!(i18n, events.col_select)}</span></th> })}
                         <th scope="col">{t!(i18n, events.col_event)}</th>
                         <th scope="col">{t!(i18n, events.col_type)}</th>
+                        <th scope="col">{t!(i18n, events.col_customer)}</th>
+                        <th scope="col">{t!(i18n, events.col_amount)}</th>
                         <th scope="col">{t!(i18n, events.col_state)}</th>
                         <th scope="col">{t!(i18n, events.col_age)}</th>
                         <th scope="col">{t!(i18n, events.col_attempts)}</th>
                         <th scope="col">{t!(i18n, events.col_last_error)}</th>
+                        {admin.then(|| view! { <th scope="col">{t!(i18n, events.col_actions)}</th> })}
                     </tr>
                 </thead>
                 <tbody>
                     {rows
                         .into_iter()
-                        .map(|r| {
-                            let href = format!("/events/{}", r.event_id);
-                            let row_id = r.event_id.clone();
-                            view! {
-                                <tr data-event=row_id>
-                                    <td class="mono">
-                                        <a href=href>{r.event_id}</a>
-                                    </td>
-                                    <td>{r.event_type}</td>
-                                    <td>
-                                        <StateBadge state=r.status/>
-                                    </td>
-                                    <td title=r.received_at>{r.age}</td>
-                                    <td>{r.attempts}</td>
-                                    <td class="error-text">{r.last_error.unwrap_or_default()}</td>
-                                </tr>
-                            }
-                        })
+                        .map(|r| view! { <ClaimLine r select admin/> })
                         .collect_view()}
                 </tbody>
             </table>
         </div>
     }
     .into_any()
+}
+
+/// The id of the form the claims page's selection boxes belong to.
+pub const SELECTION_FORM: &str = "selection";
+
+#[component]
+fn ClaimLine(r: ClaimRow, select: bool, admin: bool) -> impl IntoView {
+    let i18n = use_i18n();
+    let href = crate::links::event(&r.event_id);
+    let row_id = r.event_id.clone();
+    let tick = (select && r.status.is_redrivable()).then(|| {
+        let label = t_string!(i18n, events.select_claim, event = r.event_id.clone()).to_string();
+        view! { <input type="checkbox" name="id" value=r.event_id.clone() form=SELECTION_FORM aria-label=label/> }
+    });
+    let customer = r.customer.clone().map(|email| {
+        let link = crate::links::customer(&email);
+        view! { <a href=link>{email}</a> }
+    });
+    let order = r.order_id.clone().map(|order_id| {
+        let link = crate::links::order(&order_id);
+        view! { <br/> <a href=link class="mono">{order_id}</a> }
+    });
+    let waits = r
+        .next_attempt
+        .clone()
+        .map(|at| view! { <br/> <span class="muted">{t!(i18n, events.next_attempt, at)}</span> });
+    let resolved = r.resolved_by.clone().map(|by| {
+        let reason = r.resolution.clone().unwrap_or_default();
+        view! { <br/> <span class="muted">{t!(i18n, events.resolved_by, by, reason)}</span> }
+    });
+    let actions = admin.then(|| claim_actions(&r));
+    view! {
+        <tr data-event=row_id>
+            {select.then(|| view! { <td data-label="">{tick}</td> })}
+            <td class="mono" data-label=move || t_string!(i18n, events.col_event)>
+                <a href=href>{r.event_id.clone()}</a>
+            </td>
+            <td data-label=move || t_string!(i18n, events.col_type)>{r.event_type.clone()}</td>
+            <td data-label=move || t_string!(i18n, events.col_customer)>{customer}{order}</td>
+            <td class="nowrap" data-label=move || t_string!(i18n, events.col_amount)>{r.amount.clone()}</td>
+            <td data-label=move || t_string!(i18n, events.col_state)>
+                <StateBadge state=r.status/>
+            </td>
+            <td class="age" title=r.received_at.clone() data-label=move || t_string!(i18n, events.col_age)>{r.age.clone()}</td>
+            <td data-label=move || t_string!(i18n, events.col_attempts)>{r.attempts}{waits}</td>
+            <td class="error-text" data-label=move || t_string!(i18n, events.col_last_error)>
+                {r.last_error.clone().unwrap_or_default()}{resolved}
+            </td>
+            {actions.map(|actions| view! { <td data-label=move || t_string!(i18n, events.col_actions)>{actions}</td> })}
+        </tr>
+    }
+}
+
+/// An admin's resolve (a failed claim) or reopen (a resolved one): a question first, which
+/// asks why; works without WASM.
+fn claim_actions(r: &ClaimRow) -> Option<impl IntoView + use<>> {
+    let i18n = use_i18n();
+    let (action, label, question, confirm) = match r.status {
+        ClaimState::Failed => (
+            "/dashboard/actions/claims/resolve",
+            t_string!(i18n, events.resolve).to_string(),
+            t_string!(i18n, events.resolve_question).to_string(),
+            t_string!(i18n, events.resolve_confirm).to_string(),
+        ),
+        ClaimState::Resolved => (
+            "/dashboard/actions/claims/reopen",
+            t_string!(i18n, events.reopen).to_string(),
+            t_string!(i18n, events.reopen_question).to_string(),
+            t_string!(i18n, events.reopen_confirm).to_string(),
+        ),
+        _ => return None,
+    };
+    let event_id = r.event_id.clone();
+    Some(view! {
+        <details class="confirm">
+            <summary class="link-button">{label}</summary>
+            <form method="post" action=action class="stack">
+                <input type="hidden" name="event_id" value=event_id/>
+                <p>{question}</p>
+                <label>
+                    {t!(i18n, events.reason)}
+                    <textarea name="reason" required rows="2" maxlength="1000"></textarea>
+                </label>
+                <button type="submit" class="button danger">{confirm}</button>
+            </form>
+        </details>
+    })
+}
+
+/// Where a claim came from, in the reader's words.
+pub fn source_name(i18n: I18nContext<Locale>, source: ClaimSource) -> String {
+    match source {
+        ClaimSource::Webhook => t_string!(i18n, events.source_webhook).to_string(),
+        ClaimSource::Reconcile => t_string!(i18n, events.source_reconcile).to_string(),
+    }
 }
 
 #[component]
@@ -77,22 +165,42 @@ pub fn EventsPage() -> impl IntoView {
                 q.get("from"),
                 q.get("to"),
                 q.get("after"),
+                q.get("source"),
+                q.get("run"),
             ]
             .map(Option::unwrap_or_default)
         },
-        |[status, event_type, search, from, to, after]| {
-            list_events(status, event_type, search, from, to, after)
+        |[status, event_type, search, from, to, after, source, run]| {
+            list_events(
+                status,
+                event_type,
+                search,
+                from,
+                to,
+                after,
+                Some(source),
+                Some(run),
+            )
         },
     );
+    // The first page keeps itself current; a later one is a place in the history.
+    refresh_while_visible(move || {
+        if query.read_untracked().get("after").is_none() {
+            events.refetch();
+        }
+    });
     let next_link = move |page: &Page| {
         page.next.as_ref().map(|next| {
             let q = query.read();
-            let keep = ["status", "type", "q", "from", "to"]
+            let keep = ["status", "type", "q", "from", "to", "source", "run"]
                 .iter()
-                .filter_map(|k| q.get(k).map(|v| format!("{k}={}", urlencode(&v))))
+                .filter_map(|k| {
+                    q.get(k)
+                        .map(|v| format!("{k}={}", crate::links::encode(&v)))
+                })
                 .collect::<Vec<_>>()
                 .join("&");
-            format!("/events?{keep}&after={}", urlencode(next))
+            format!("/events?{keep}&after={}", crate::links::encode(next))
         })
     };
     view! {
@@ -132,38 +240,38 @@ pub fn EventsPage() -> impl IntoView {
                 </label>
                 <label>{t!(i18n, events.from)} <input name="from" type="date" value=field("from")/></label>
                 <label>{t!(i18n, events.to)} <input name="to" type="date" value=field("to")/></label>
+                <label>
+                    {t!(i18n, events.source)}
+                    <select name="source">
+                        <option value="" selected=move || field("source")().is_empty()>{t!(i18n, events.any)}</option>
+                        {ClaimSource::ALL
+                            .map(|source| {
+                                let s = source.as_str();
+                                let selected = move || field("source")() == s;
+                                view! { <option value=s selected=selected>{source_name(i18n, source)}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                {move || {
+                    // A run's recovered events (the reconcile alert's link) keep their run.
+                    let run = field("run")();
+                    (!run.is_empty()).then(|| view! {
+                        <input type="hidden" name="run" value=run.clone()/>
+                        <p class="notice" data-testid="run-filter">{t!(i18n, events.only_run, run)}</p>
+                    })
+                }}
                 <button type="submit" class="button">{t!(i18n, events.filter)}</button>
             </form>
-            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
-                {move || {
-                    events
-                        .get()
-                        .map(|result| match result {
-                            Ok(page) => {
-                                let next = next_link(&page);
-                                view! {
-                                    <ClaimTable rows=page.rows/>
-                                    {next.map(|href| view! { <a href=href class="next">{t!(i18n, events.older)}</a> })}
-                                }
-                                    .into_any()
-                            }
-                            Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
-                        })
-                }}
-            </Transition>
+            <Loaded resource=events view=move |page: Page| {
+                let next = next_link(&page);
+                view! {
+                    <ClaimTable rows=page.rows/>
+                    {next.map(|href| view! { <a href=href class="next">{t!(i18n, events.older)}</a> })}
+                }
+            }/>
         </section>
     }
-}
-
-fn urlencode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[component]
@@ -177,17 +285,7 @@ pub fn EventPage() -> impl IntoView {
         <Title text=t_string!(i18n, events.event_title).to_string()/>
         <section class="page">
             <ActionNotices/>
-            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
-                {move || {
-                    let me = me.get().and_then(Result::ok);
-                    event
-                        .get()
-                        .map(|result| match result {
-                            Ok(detail) => view! { <EventView detail me/> }.into_any(),
-                            Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
-                        })
-                }}
-            </Transition>
+            <LoadedWithMe resource=event me view=|detail, me| view! { <EventView detail me/> }/>
         </section>
     }
 }
@@ -197,7 +295,7 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
     let i18n = use_i18n();
     let claim = detail.claim;
     let redrive = (detail.redrivable && me.as_ref().is_some_and(Me::can_redrive))
-        .then(|| format!("/events/{}/redrive", claim.event_id));
+        .then(|| crate::links::redrive(&claim.event_id));
     view! {
         <div class="page-head">
             <h1 class="mono">{claim.event_id.clone()}</h1>
@@ -216,6 +314,14 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
             <dd>{claim.attempts}</dd>
             <dt>{t!(i18n, events.received)}</dt>
             <dd>{claim.received_at}</dd>
+            <dt>{t!(i18n, events.source)}</dt>
+            <dd data-testid="claim-source" data-source=claim.source.as_str()>
+                {source_name(i18n, claim.source)}
+                {detail.recovered_by.map(|run| {
+                    let href = format!("/events?run={run}");
+                    view! { " · " <a href=href>{t!(i18n, events.run_number, run)}</a> }
+                })}
+            </dd>
         </dl>
         <h2>{t!(i18n, events.timeline)}</h2>
         <ol class="timeline">
@@ -287,12 +393,31 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
     let i18n = use_i18n();
     let claim = detail.claim;
     let order = detail.order;
-    let effect = match (claim.event_type.as_str(), &order) {
-        ("charge.refunded", _) => t_string!(i18n, events.effect_refund).to_string(),
-        (_, Some(o)) if o.credits_granted > 0 => {
-            t_string!(i18n, events.effect_granted, n = o.credits_granted).to_string()
-        }
-        _ => t_string!(i18n, events.effect_fulfil).to_string(),
+    let effect = match EventKind::parse(&claim.event_type) {
+        Some(
+            EventKind::ChargeRefunded
+            | EventKind::RefundFailed
+            | EventKind::ChargeDisputeCreated
+            | EventKind::ChargeDisputeClosed,
+        ) => t_string!(i18n, events.effect_money).to_string(),
+        Some(
+            EventKind::CheckoutSessionCompleted
+            | EventKind::CheckoutSessionAsyncPaymentSucceeded
+            | EventKind::CheckoutSessionAsyncPaymentFailed,
+        ) => match &order {
+            Some(o) if o.credits_granted > 0 => {
+                t_string!(i18n, events.effect_granted, n = o.credits_granted).to_string()
+            }
+            _ => t_string!(i18n, events.effect_fulfil).to_string(),
+        },
+        Some(
+            EventKind::PaymentIntentSucceeded
+            | EventKind::ChargeSucceeded
+            | EventKind::RefundCreated
+            | EventKind::PaymentIntentPaymentFailed
+            | EventKind::ChargeFailed,
+        )
+        | None => t_string!(i18n, events.effect_nothing).to_string(),
     };
     let keys = order
         .as_ref()
@@ -334,12 +459,15 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             </dd>
         </dl>
         {if detail.redrivable {
+            let open = t_string!(i18n, events.redrive_now).to_string();
+            let question = t_string!(i18n, events.redrive_question).to_string();
+            let confirm = t_string!(i18n, events.redrive_confirm, event = claim.event_id.clone()).to_string();
             view! {
                 <form method="post" action="/dashboard/actions/redrive" class="stack">
                     <input type="hidden" name="event_id" value=claim.event_id/>
                     <label for="reason">{t!(i18n, events.reason)}</label>
                     <textarea id="reason" name="reason" required rows="3"></textarea>
-                    <button type="submit" class="button">{t!(i18n, events.redrive_now)}</button>
+                    <ConfirmButton open question confirm/>
                 </form>
             }
                 .into_any()

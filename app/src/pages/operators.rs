@@ -26,9 +26,19 @@ pub fn OperatorsPage() -> impl IntoView {
         <section class="page">
             <h1>{t!(i18n, operators.title)}</h1>
             <ActionNotices/>
-            <Loaded resource=operators view=operator_table/>
+            // The list and the form load for admins only: another role reads why not,
+            // and no form it could not send.
+            <Loaded resource=operators view=|rows| view! { {operator_table(rows)} <AddOperator/> }/>
+        </section>
+    }
+}
+
+#[component]
+fn AddOperator() -> impl IntoView {
+    let i18n = use_i18n();
+    view! {
             <h2>{t!(i18n, operators.add_heading)}</h2>
-            <form method="post" action="/dashboard/actions/operators" class="stack narrow">
+            <form method="post" action="/dashboard/actions/operators" class="stack narrow" data-testid="add-operator">
                 <label for="new-username">{t!(i18n, operators.username)}</label>
                 <input id="new-username" name="username" required autocomplete="off"/>
                 <label for="new-role">{t!(i18n, operators.role)}</label>
@@ -50,7 +60,6 @@ pub fn OperatorsPage() -> impl IntoView {
                 <input id="new-password" name="password" type="password" required autocomplete="new-password"/>
                 <button type="submit" class="button">{t!(i18n, operators.add)}</button>
             </form>
-        </section>
     }
 }
 
@@ -95,11 +104,19 @@ fn operator_table(rows: Vec<OperatorRow>) -> impl IntoView {
                                             <input type="hidden" name="action" value=toggle/>
                                             <button type="submit" class="link-button">{toggle_text}</button>
                                         </form>
-                                        <form method="post" action="/dashboard/actions/operators/access" class="inline">
-                                            <input type="hidden" name="username" value=o.username/>
-                                            <input type="hidden" name="action" value="remove"/>
-                                            <button type="submit" class="link-button danger">{t!(i18n, operators.remove)}</button>
-                                        </form>
+                                        // Removing cannot be undone: the button only opens the
+                                        // question, which names who is removed.
+                                        <details class="confirm">
+                                            <summary class="link-button danger">{t!(i18n, operators.remove)}</summary>
+                                            <form method="post" action="/dashboard/actions/operators/access" class="stack">
+                                                <input type="hidden" name="username" value=o.username.clone()/>
+                                                <input type="hidden" name="action" value="remove"/>
+                                                <p>{t!(i18n, operators.remove_question, name = o.username.clone())}</p>
+                                                <button type="submit" class="button danger">
+                                                    {t!(i18n, operators.remove_confirm, name = o.username)}
+                                                </button>
+                                            </form>
+                                        </details>
                                     </td>
                                 </tr>
                             }

@@ -1,16 +1,21 @@
-//! Orders and customers: search, one order with its ledger and Idempotency-Keys, and the
-//! refund confirmation.
+//! Orders and customers: search, one order with its ledger and Idempotency-Keys. (The
+//! refund form is `pages::refund`.)
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::api::{Me, OrderDetail, OrderSearch, get_me, get_order, search_orders};
+use crate::api::{
+    Me, OrderDetail, OrderListRow, OrderSearch, OrdersList, get_me, get_order, list_orders,
+    search_orders,
+};
 use claimcheck_core::money::{LedgerKind, OrderStatus};
 
-use crate::components::{ActionNotices, ErrorNotice, Loaded, error_message};
+use crate::components::{ActionNotices, Loaded, LoadedWithMe};
 use crate::i18n::*;
 use crate::pages::requests::RequestTable;
+use crate::pages::timeline::OrderTimeline;
+use crate::refresh::refresh_while_visible;
 
 /// An order status in the reader's words.
 pub fn order_status_name(i18n: I18nContext<Locale>, status: OrderStatus) -> String {
@@ -60,11 +65,141 @@ pub fn OrdersPage() -> impl IntoView {
                 <button type="submit" class="button">{t!(i18n, orders.search)}</button>
             </form>
             {move || {
-                (!term().trim().is_empty())
-                    .then(|| view! { <Loaded resource=found view=results/> })
+                if term().trim().is_empty() {
+                    view! { <OrdersList/> }.into_any()
+                } else {
+                    view! { <Loaded resource=found view=results/> }.into_any()
+                }
             }}
         </section>
     }
+}
+
+/// The filter fields the orders list keeps in its links.
+const LIST_FIELDS: [&str; 4] = ["status", "package", "from", "to"];
+
+/// Recent orders first, with their filters, pages and the CSV export of what they show.
+#[component]
+fn OrdersList() -> impl IntoView {
+    let i18n = use_i18n();
+    let query = use_query_map();
+    let field = move |name: &'static str| move || query.read().get(name).unwrap_or_default();
+    let orders = Resource::new(
+        move || {
+            let q = query.read();
+            [
+                q.get("status"),
+                q.get("package"),
+                q.get("from"),
+                q.get("to"),
+                q.get("after"),
+            ]
+            .map(Option::unwrap_or_default)
+        },
+        |[status, package, from, to, after]| list_orders(status, package, from, to, after),
+    );
+    refresh_while_visible(move || {
+        if query.read_untracked().get("after").is_none() {
+            orders.refetch();
+        }
+    });
+    let kept = move || {
+        let q = query.read();
+        LIST_FIELDS
+            .iter()
+            .filter_map(|k| {
+                q.get(k)
+                    .map(|v| format!("{k}={}", crate::links::encode(&v)))
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    };
+    view! {
+        <h2>{t!(i18n, orders.list_heading)}</h2>
+        <form method="get" action="/orders" class="filters">
+            <label>
+                {t!(i18n, orders.filter_status)}
+                <select name="status">
+                    <option value="" selected=move || field("status")().is_empty()>
+                        {t!(i18n, orders.filter_any)}
+                    </option>
+                    {OrderStatus::ALL
+                        .map(|status| {
+                            let s = status.as_str();
+                            let selected = move || field("status")() == s;
+                            view! {
+                                <option value=s selected=selected>{order_status_name(i18n, status)}</option>
+                            }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>{t!(i18n, orders.filter_package)} <input name="package" value=field("package") placeholder="thesis-40"/></label>
+            <label>{t!(i18n, orders.filter_from)} <input name="from" type="date" value=field("from")/></label>
+            <label>{t!(i18n, orders.filter_to)} <input name="to" type="date" value=field("to")/></label>
+            <button type="submit" class="button">{t!(i18n, orders.filter)}</button>
+        </form>
+        <p>
+            <a href=move || format!("/orders.csv?{}", kept()) download="orders.csv" data-testid="orders-csv">
+                {t!(i18n, orders.export)}
+            </a>
+        </p>
+        <Loaded resource=orders view=move |list: OrdersList| {
+            let next = list.next.map(|next| format!("/orders?{}&after={}", kept(), crate::links::encode(&next)));
+            view! {
+                <OrdersTable rows=list.rows/>
+                {next.map(|href| view! { <p><a href=href rel="next">{t!(i18n, orders.older)}</a></p> })}
+            }
+        }/>
+    }
+}
+
+#[component]
+fn OrdersTable(rows: Vec<OrderListRow>) -> impl IntoView {
+    let i18n = use_i18n();
+    if rows.is_empty() {
+        return view! { <p class="empty">{t!(i18n, orders.no_orders)}</p> }.into_any();
+    }
+    view! {
+        <div class="table-wrap">
+            <table aria-label=move || t_string!(i18n, orders.list_label) data-testid="orders-list">
+                <thead>
+                    <tr>
+                        <th scope="col">{t!(i18n, orders.col_order)}</th>
+                        <th scope="col">{t!(i18n, orders.col_customer)}</th>
+                        <th scope="col">{t!(i18n, orders.col_status)}</th>
+                        <th scope="col">{t!(i18n, orders.col_amount)}</th>
+                        <th scope="col">{t!(i18n, orders.col_credits_held)}</th>
+                        <th scope="col">{t!(i18n, orders.col_created)}</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|o| {
+                            let href = crate::links::order(&o.order_id);
+                            let row_id = o.order_id.clone();
+                            let customer = o.customer_email.clone().map(|email| {
+                                let link = crate::links::customer(&email);
+                                view! { <a href=link>{email}</a> }
+                            });
+                            view! {
+                                <tr data-order=row_id>
+                                    <td class="mono"><a href=href>{o.order_id}</a></td>
+                                    <td>{customer}</td>
+                                    <td data-status=o.status.as_str()>{order_status_name(i18n, o.status)}</td>
+                                    <td class="nowrap">{o.amount.unwrap_or_else(|| "-".into())}</td>
+                                    <td class="nowrap">{t!(i18n, orders.of, granted = o.credits_granted, total = o.credits)}</td>
+                                    <td class="nowrap">{o.created_at}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
 }
 
 fn results(found: OrderSearch) -> impl IntoView {
@@ -94,7 +229,7 @@ fn results(found: OrderSearch) -> impl IntoView {
 #[component]
 pub fn OrderSummary(order: OrderDetail) -> impl IntoView {
     let i18n = use_i18n();
-    let href = format!("/orders/{}", order.order_id);
+    let href = crate::links::order(&order.order_id);
     let data_order = order.order_id.clone();
     view! {
         <article class="summary" data-order=data_order>
@@ -119,17 +254,7 @@ pub fn OrderPage() -> impl IntoView {
         <Title text=t_string!(i18n, orders.order_title).to_string()/>
         <section class="page">
             <ActionNotices/>
-            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
-                {move || {
-                    let me = me.get().and_then(Result::ok);
-                    order
-                        .get()
-                        .map(|result| match result {
-                            Ok(order) => view! { <OrderView order me/> }.into_any(),
-                            Err(error) => view! { <ErrorNotice message=error_message(&error)/> }.into_any(),
-                        })
-                }}
-            </Transition>
+            <LoadedWithMe resource=order me view=|order, me| view! { <OrderView order me/> }/>
         </section>
     }
 }
@@ -138,7 +263,20 @@ pub fn OrderPage() -> impl IntoView {
 fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
     let i18n = use_i18n();
     let refund = (order.refundable.is_some() && me.as_ref().is_some_and(Me::is_admin))
-        .then(|| format!("/orders/{}/refund", order.order_id));
+        .then(|| crate::links::refund(&order.order_id));
+    let history = order.history.clone();
+    let stripe_links = history.as_ref().and_then(|h| {
+        let payment = h.stripe_payment.clone().map(|href| {
+            view! { <a href=href rel="noopener noreferrer" target="_blank">{t!(i18n, timeline.stripe_payment)}</a> }
+        });
+        let customer = h.stripe_customer.clone().map(|href| {
+            view! { " · " <a href=href rel="noopener noreferrer" target="_blank">{t!(i18n, timeline.stripe_customer)}</a> }
+        });
+        payment.map(|payment| view! {
+            <dt>{t!(i18n, timeline.in_stripe)}</dt>
+            <dd data-testid="order-in-stripe">{payment}{customer}</dd>
+        })
+    });
     view! {
         <div class="page-head">
             <h1 class="mono">{order.order_id.clone()}</h1>
@@ -168,9 +306,21 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
             <dd class="mono">{order.checkout_session_id.unwrap_or_default()}</dd>
             <dt>{t!(i18n, orders.payment_intent)}</dt>
             <dd class="mono">{order.payment_intent_id.unwrap_or_default()}</dd>
-            <dt>{t!(i18n, orders.created)}</dt>
+            {history.as_ref().and_then(|h| h.paid_at.clone()).map(|at| view! {
+                <dt>{t!(i18n, timeline.paid_at)}</dt>
+                <dd data-testid="order-paid-at">{at}</dd>
+            })}
+            <dt>{t!(i18n, timeline.recorded_at)}</dt>
             <dd data-testid="order-created">{order.created_at}</dd>
+            {history.as_ref().and_then(|h| h.failure.clone()).map(|why| view! {
+                <dt>{t!(i18n, timeline.failure)}</dt>
+                <dd data-testid="order-failure" class="failure">{why}</dd>
+            })}
+            {stripe_links}
         </dl>
+        <h2>{t!(i18n, timeline.heading)}</h2>
+        <p class="muted">{t!(i18n, timeline.intro)}</p>
+        <OrderTimeline items=history.map(|h| h.timeline).unwrap_or_default()/>
         <h2>{t!(i18n, orders.ledger)}</h2>
         {if order.ledger.is_empty() {
             view! { <p class="empty">{t!(i18n, orders.no_ledger)}</p> }.into_any()
@@ -193,7 +343,7 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                                 .into_iter()
                                 .map(|e| {
                                     let source = if e.source_is_event {
-                                        let href = format!("/events/{}", e.source);
+                                        let href = crate::links::event(&e.source);
                                         view! { <a href=href class="mono">{e.source}</a> }.into_any()
                                     } else {
                                         view! { <span class="mono">{e.source}</span> }.into_any()
@@ -221,80 +371,6 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
         } else {
             view! { <RequestTable rows=order.requests with_order=false/> }
                 .into_any()
-        }}
-    }
-}
-
-/// What a refund will do, then the reason and the button (admins).
-#[component]
-pub fn RefundPage() -> impl IntoView {
-    let i18n = use_i18n();
-    let params = use_params_map();
-    let id = move || params.read().get("id").unwrap_or_default();
-    let order = Resource::new(id, get_order);
-    let me = Resource::new(|| (), |_| get_me());
-    view! {
-        <Title text=t_string!(i18n, orders.refund_title).to_string()/>
-        <section class="page narrow">
-            <h1>{t!(i18n, orders.refund_heading)}</h1>
-            <ActionNotices/>
-            <Loaded resource=me view=|me: Me| {
-                let i18n = use_i18n();
-                (!me.is_admin())
-                    .then(|| {
-                        view! {
-                            <p class="notice notice-error" role="alert">
-                                {t!(i18n, orders.refund_needs_admin, role = names::role(i18n.get_locale(), me.role))}
-                            </p>
-                        }
-                    })
-            }/>
-            <Loaded resource=order view=refund_form/>
-        </section>
-    }
-}
-
-fn refund_form(order: OrderDetail) -> impl IntoView {
-    let i18n = use_i18n();
-    view! {
-        <dl class="facts">
-            <dt>{t!(i18n, orders.order)}</dt>
-            <dd class="mono">{order.order_id.clone()}</dd>
-            <dt>{t!(i18n, orders.customer)}</dt>
-            <dd>{order.customer_email.unwrap_or_default()}</dd>
-            <dt>{t!(i18n, orders.payment_intent)}</dt>
-            <dd class="mono">{order.payment_intent_id.unwrap_or_default()}</dd>
-            <dt>{t!(i18n, orders.paid)}</dt>
-            <dd>{order.paid.clone().unwrap_or_else(|| "-".into())}</dd>
-            <dt>{t!(i18n, orders.refunded_so_far)}</dt>
-            <dd>{order.refunded.clone().unwrap_or_else(|| "-".into())}</dd>
-            <dt>{t!(i18n, orders.what_happens)}</dt>
-            <dd>
-                {t!(i18n, orders.refund_effect, n = order.credits_granted)}
-            </dd>
-        </dl>
-        {match order.refundable {
-            Some(left) => {
-                view! {
-                    <form method="post" action="/dashboard/actions/refund" class="stack">
-                        <input type="hidden" name="order_id" value=order.order_id/>
-                        <label for="amount">{t!(i18n, orders.amount_label, left = left.clone())}</label>
-                        <input id="amount" name="amount" inputmode="decimal" placeholder=left autocomplete="off"/>
-                        <label for="reason">{t!(i18n, orders.reason)}</label>
-                        <textarea id="reason" name="reason" required rows="3"></textarea>
-                        <button type="submit" class="button danger">{t!(i18n, orders.refund_now)}</button>
-                    </form>
-                }
-                    .into_any()
-            }
-            None => {
-                view! {
-                    <p class="notice">
-                        {t!(i18n, orders.nothing_to_refund, status = order_status_name(i18n, order.status))}
-                    </p>
-                }
-                    .into_any()
-            }
         }}
     }
 }

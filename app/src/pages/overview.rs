@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::{Overview, get_overview};
-use crate::components::{ErrorNotice, StateName, error_message};
+use crate::components::{ActionNotices, Loaded, StateName};
 use crate::i18n::*;
 
 #[component]
@@ -23,18 +23,8 @@ pub fn OverviewPage() -> impl IntoView {
                     <button type="submit" class="button">{t!(i18n, overview.refresh)}</button>
                 </form>
             </div>
-            <Transition fallback=move || view! { <p class="muted">{t!(i18n, common.loading)}</p> }>
-                {move || {
-                    overview
-                        .get()
-                        .map(|result| match result {
-                            Ok(figures) => view! { <ClaimCards overview=figures/> }.into_any(),
-                            Err(error) => {
-                                view! { <ErrorNotice message=error_message(&error)/> }.into_any()
-                            }
-                        })
-                }}
-            </Transition>
+            <ActionNotices/>
+            <Loaded resource=overview view=|figures| view! { <ClaimCards overview=figures/> }/>
         </section>
     }
 }
@@ -116,6 +106,13 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
             </p>
         }
     });
+    let storage_alarm = overview.storage_full_since.clone().map(|since| {
+        view! {
+            <p class="notice notice-error" role="alert" data-testid="storage-alarm">
+                {t!(i18n, overview.storage_full, since)}
+            </p>
+        }
+    });
     let reconcile = match overview.reconcile {
         None => t_string!(i18n, overview.reconcile_never).to_string(),
         Some(run) => {
@@ -138,6 +135,7 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
         view! { <a href="/reconcile" class="button">{t!(i18n, overview.reconcile_now)}</a> }
     });
     view! {
+        {storage_alarm}
         {signature_alarm}
         <ul class="cards" aria-label=move || t_string!(i18n, overview.claims_by_state)>{cards}</ul>
         <dl class="facts">

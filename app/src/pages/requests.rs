@@ -115,7 +115,7 @@ pub fn RequestTable(rows: Vec<KeyRow>, with_order: bool) -> impl IntoView {
                         .map(|r| {
                             let order = with_order
                                 .then(|| {
-                                    let href = format!("/orders/{}", r.order_id);
+                                    let href = crate::links::order(&r.order_id);
                                     view! {
                                         <td class="mono"><a href=href>{r.order_id.clone()}</a></td>
                                         <td>{r.operation.clone()}</td>

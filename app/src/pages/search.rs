@@ -38,7 +38,11 @@ pub fn SearchPage() -> impl IntoView {
 fn results(found: SearchView) -> impl IntoView {
     let i18n = use_i18n();
     let term = found.term.clone();
-    if found.customer.is_none() && found.orders.is_empty() && found.events.is_empty() {
+    if found.customer.is_none()
+        && found.orders.is_empty()
+        && found.events.is_empty()
+        && found.deliveries.is_empty()
+    {
         return view! {
             <p class="empty" role="status">
                 {t!(i18n, search.nothing_before)} <span class="mono">{term}</span> {t!(i18n, search.nothing_after)}
@@ -53,7 +57,7 @@ fn results(found: SearchView) -> impl IntoView {
         {found
             .customer
             .map(|c| {
-                let href = format!("/orders?q={}", c.customer);
+                let href = crate::links::customer(&c.customer);
                 view! {
                     <h2>{t!(i18n, search.customer)}</h2>
                     <article class="summary" data-testid="search-customer">
@@ -75,6 +79,46 @@ fn results(found: SearchView) -> impl IntoView {
                 view! {
                     <h2>{t!(i18n, search.events)}</h2>
                     <ClaimTable rows=found.events/>
+                }
+            })}
+        {(!found.deliveries.is_empty())
+            .then(|| {
+                let locale = i18n.get_locale();
+                view! {
+                    <h2>{t!(i18n, search.unclaimed)}</h2>
+                    <p class="muted">{t!(i18n, search.unclaimed_intro)}</p>
+                    <div class="table-wrap">
+                        <table class="cards" data-testid="search-unclaimed" aria-label=move || t_string!(i18n, search.unclaimed)>
+                            <thead>
+                                <tr>
+                                    <th scope="col">{t!(i18n, search.col_event)}</th>
+                                    <th scope="col">{t!(i18n, search.col_type)}</th>
+                                    <th scope="col">{t!(i18n, search.col_outcome)}</th>
+                                    <th scope="col">{t!(i18n, search.col_received)}</th>
+                                </tr>
+                            </thead>
+                            <tbody>
+                                {found
+                                    .deliveries
+                                    .into_iter()
+                                    .map(|d| {
+                                        let outcome = names::outcome(locale, d.outcome);
+                                        view! {
+                                            <tr>
+                                                <td class="mono" data-label=move || t_string!(i18n, search.col_event)>{d.event_id.unwrap_or_default()}</td>
+                                                <td data-label=move || t_string!(i18n, search.col_type)>{d.event_type.unwrap_or_default()}</td>
+                                                <td data-label=move || t_string!(i18n, search.col_outcome)>
+                                                    {outcome}
+                                                    {d.detail.map(|detail| view! { <br/> <span class="muted">{detail}</span> })}
+                                                </td>
+                                                <td class="nowrap" data-label=move || t_string!(i18n, search.col_received)>{d.received_at}</td>
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </tbody>
+                        </table>
+                    </div>
                 }
             })}
     }

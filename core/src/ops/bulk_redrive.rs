@@ -14,7 +14,7 @@ use crate::audit::{AuditAction, AuditRecord};
 use crate::bulk::{BatchState, BulkFilter, FilterError, ItemOutcome};
 use crate::clock::now_ms;
 use crate::error::StoreError;
-use crate::fulfilment::{Plan, plan};
+use crate::fulfilment::{OrderRef, order_ref, plan};
 use crate::ids::BatchId;
 use crate::observe::Observer;
 use crate::store::{BatchView, CancelMark, ClaimView, Store};
@@ -72,8 +72,8 @@ pub struct Started {
 /// Why a bulk re-drive did not start, stop or resume. The text is for the operator.
 #[derive(Debug, thiserror::Error)]
 pub enum BulkError {
-    #[error("a reason is required")]
-    NoReason,
+    #[error(transparent)]
+    Reason(#[from] crate::audit::ReasonError),
     #[error(transparent)]
     Filter(#[from] FilterError),
     #[error("no pending, stale or failed claim matches the filter")]
@@ -113,7 +113,8 @@ pub async fn preview(
     if selected.len() as i64 > MAX_BATCH {
         return Err(BulkError::TooMany { max: MAX_BATCH });
     }
-    // Which order each claim touches, by the same plan fulfilment follows.
+    // Which order each claim touches (the rule search and the event page follow), and
+    // whether fulfilment could run it as it stands (by the plan the worker makes).
     enum Touches {
         Order(String),
         PaidBy(String),
@@ -121,13 +122,15 @@ pub async fn preview(
     }
     let touches: Vec<Touches> = selected
         .iter()
-        .map(
-            |s| match plan(&s.claim.event_type, &s.payload, &config.packages) {
-                Ok(Plan::Session { order, .. }) => Touches::Order(order.order_id.to_string()),
-                Ok(Plan::Money { payment_intent, .. }) => Touches::PaidBy(payment_intent),
-                Err(_) => Touches::Unplannable,
-            },
-        )
+        .map(|s| {
+            let plannable = plan(&s.claim.event_type, &s.payload, &config.packages).is_ok();
+            match order_ref(&s.claim.event_type, &s.payload) {
+                _ if !plannable => Touches::Unplannable,
+                Some(OrderRef::Order(order_id)) => Touches::Order(order_id.to_string()),
+                Some(OrderRef::PaidBy(payment_intent)) => Touches::PaidBy(payment_intent),
+                None => Touches::Unplannable,
+            }
+        })
         .collect();
     let intents: Vec<String> = touches
         .iter()
@@ -206,10 +209,7 @@ pub async fn start(
     reason: &str,
     confirmed: i64,
 ) -> Result<Started, BulkError> {
-    let reason = reason.trim();
-    if reason.is_empty() {
-        return Err(BulkError::NoReason);
-    }
+    let reason = crate::audit::reason(reason)?;
     let filter = filter.normalized()?;
     let now = now_ms();
     let selected = store
@@ -251,7 +251,7 @@ pub async fn start(
             now,
         )
         .await?;
-    tracing::info!(batch_id = %batch_id, total, actor = %actor, "bulk re-drive started");
+    tracing::info!(batch_id = %batch_id, total, actor = ?actor.to_string(), "bulk re-drive started");
     Ok(Started {
         batch_id,
         total,
@@ -268,10 +268,7 @@ pub async fn resume(
     batch_id: &BatchId,
     reason: &str,
 ) -> Result<Started, BulkError> {
-    let reason = reason.trim();
-    if reason.is_empty() {
-        return Err(BulkError::NoReason);
-    }
+    let reason = crate::audit::reason(reason)?;
     let now = now_ms();
     let batch = store
         .bulk_redrives()
@@ -528,6 +525,9 @@ pub fn describe_filter(filter: &BulkFilter) -> String {
     }
     if let Some(q) = &filter.search {
         parts.push(format!("matching '{q}'"));
+    }
+    if !filter.event_ids.is_empty() {
+        parts.push(format!("the {} selected", filter.event_ids.len()));
     }
     parts.join(", ")
 }

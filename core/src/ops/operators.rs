@@ -5,27 +5,88 @@ use std::str::FromStr;
 
 use super::{Actor, OpsError};
 use crate::audit::{AuditAction, AuditRecord};
-use crate::auth::{Role, hash_password};
+use crate::auth::{Role, hash_queued};
 use crate::clock::now_ms;
 use crate::store::Store;
 
-/// An operator's sign-in name: 1 to 64 characters, no whitespace.
+/// An operator's sign-in name: 1 to 64 characters in Unicode's normal form (NFKC, so a
+/// full-width "ａｄｍｉｎ" is "admin"), letters and digits of one script (UTS #39's
+/// highly restrictive level: Latin may mix with Han, Kana or Hangul, never with Cyrillic or
+/// Greek, so "аdmin" with a Cyrillic "а" is refused) and `.`, `-`, `_`, `@`, `+`; no spaces,
+/// control or invisible characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Username(String);
 
+/// The punctuation a username may hold besides letters and digits (an e-mail as a name).
+const USERNAME_PUNCTUATION: &[char] = &['.', '-', '_', '@', '+'];
+
 impl Username {
     pub fn parse(text: &str) -> Result<Username, OpsError> {
-        let name = text.trim();
-        if name.is_empty() || name.chars().count() > 64 || name.contains(char::is_whitespace) {
+        use unicode_security::{
+            GeneralSecurityProfile, RestrictionLevel, RestrictionLevelDetection,
+        };
+
+        let name = Username::normal_form(text);
+        if name.is_empty() || name.chars().count() > 64 {
             return Err(OpsError::Invalid(
                 "a username is 1 to 64 characters, no spaces".into(),
             ));
         }
-        Ok(Username(name.to_owned()))
+        if crate::text::has_hidden_characters(&name, false)
+            || !name
+                .chars()
+                .all(|c| USERNAME_PUNCTUATION.contains(&c) || c.identifier_allowed())
+        {
+            return Err(OpsError::Invalid(
+                "a username holds letters, digits and . - _ @ + only: no spaces, symbols, \
+                 control or invisible characters"
+                    .into(),
+            ));
+        }
+        let letters: String = name
+            .chars()
+            .filter(|c| !USERNAME_PUNCTUATION.contains(c))
+            .collect();
+        if !letters
+            .as_str()
+            .check_restriction_level(RestrictionLevel::HighlyRestrictive)
+        {
+            return Err(OpsError::Invalid(
+                "a username is written in one script: letters of different alphabets that look \
+                 alike (a Cyrillic а among Latin letters) are refused"
+                    .into(),
+            ));
+        }
+        Ok(Username(name))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// `text` as a name is looked up: trimmed, in Unicode's normal form (NFKC). Sign-in
+    /// looks names up this way, so an operator types them as they like.
+    pub fn normal_form(text: &str) -> String {
+        use unicode_normalization::UnicodeNormalization;
+        text.trim().nfkc().collect()
+    }
+
+    /// What the name looks like: UTS #39's confusable skeletons of it as written, in lower
+    /// and in upper case. Two names look alike on screen when they share one ("admin" and
+    /// "adrnin", "ADMIN" and "ADMlN", "admin" and "ADMlN" through "ADMIN").
+    fn looks(&self) -> [String; 3] {
+        let skeleton = |text: &str| unicode_security::skeleton(text).collect::<String>();
+        [
+            skeleton(&self.0),
+            skeleton(&self.0.to_lowercase()),
+            skeleton(&self.0.to_uppercase()),
+        ]
+    }
+
+    /// Whether the two names could be taken for each other.
+    fn looks_like(&self, other: &Username) -> bool {
+        let theirs = other.looks();
+        self.looks().iter().any(|look| theirs.contains(look))
     }
 }
 
@@ -102,9 +163,16 @@ pub async fn add_operator(
     role: Role,
     password: String,
 ) -> Result<(), OpsError> {
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|e| OpsError::Invalid(format!("hashing the password failed: {e}")))??;
+    let existing = store.operators().list().await?;
+    if let Some(other) = existing.iter().find(|op| {
+        op.username != username.as_str() && username.looks_like(&Username(op.username.clone()))
+    }) {
+        return Err(OpsError::Invalid(format!(
+            "'{username}' looks too much like the existing operator '{}': choose another name",
+            other.username
+        )));
+    }
+    let hash = hash_queued(password).await?;
     if !store
         .operators()
         .add(username.as_str(), &hash, role, now_ms())
@@ -181,6 +249,42 @@ mod tests {
         assert!(Username::parse("a b").is_err());
         assert!(Username::parse(&"x".repeat(65)).is_err());
         assert!(Username::parse(&"ä".repeat(64)).is_ok());
+        assert_eq!(
+            Username::parse("anna.meier@shop.ch").unwrap().as_str(),
+            "anna.meier@shop.ch"
+        );
+    }
+
+    #[test]
+    fn usernames_are_normalised_and_misleading_ones_refused() {
+        // Full-width letters are the ASCII ones.
+        assert_eq!(Username::parse("ａｄｍｉｎ").unwrap().as_str(), "admin");
+        // A Cyrillic "а" among Latin letters; a right-to-left override; a zero-width space.
+        for name in [
+            "аdmin",
+            "admin\u{202E}",
+            "ad\u{200B}min",
+            "admin\nINFO",
+            "a<b>",
+            "root;",
+        ] {
+            assert!(Username::parse(name).is_err(), "{name:?}");
+        }
+        // One script at a time is fine, and Latin with Han.
+        for name in ["андрей", "zoë", "李明", "li李明", "hans-peter_2"] {
+            assert!(Username::parse(name).is_ok(), "{name:?}");
+        }
+        let alike = |a: &str, b: &str| {
+            Username::parse(a)
+                .unwrap()
+                .looks_like(&Username::parse(b).unwrap())
+        };
+        assert!(alike("admin", "adrnin"));
+        assert!(alike("Admin", "admin"));
+        assert!(alike("ADMlN", "admin"));
+        assert!(alike("paypaI", "paypal"));
+        assert!(!alike("admin", "anna"));
+        assert!(!alike("anna", "hanna"));
     }
 
     #[test]

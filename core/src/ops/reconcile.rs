@@ -19,10 +19,11 @@ pub async fn reconcile_now(
     since: Option<i64>,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
-    let outcome = run(store, api, config, &actor.to_string(), since, dry_run).await;
     if dry_run {
-        return outcome;
+        return run(store, api, config, &actor.to_string(), since, dry_run).await;
     }
+    let reason = crate::audit::reason(reason)?;
+    let outcome = run(store, api, config, &actor.to_string(), since, dry_run).await;
     let what = match &outcome {
         Ok(report) => format!(
             "{} events listed, {} claimed that Stripe never delivered",
@@ -37,7 +38,7 @@ pub async fn reconcile_now(
                 actor,
                 action: AuditAction::Reconcile,
                 target: "stripe-events",
-                reason: reason.trim(),
+                reason,
                 outcome: &what,
             },
             now_ms(),

@@ -1,14 +1,20 @@
 //! Alerts and their outbox: what the checks read, the compare-and-sets that let one
 //! instance of several open, remind and resolve an alert (queueing its messages in the same
-//! transaction), and the lease each message is sent under.
+//! transaction), the operators' acknowledgements, snoozes and resolutions (audited in the
+//! same transaction), and the lease each message is sent under.
 
 use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::{Alerts, BeginWrite, ReconcileRunView};
-use crate::alert::{AlertChannel, AlertCondition, AlertDetail, DeliveryStatus, MessageKind};
-use crate::alerts::{AlertThresholds, Finding, LOOKBACK, Message, Observations, Tally};
+use super::Alerts;
+use super::query::{Tx, sql};
+use crate::ClaimState;
+use crate::alert::{
+    AlertChannel, AlertCondition, AlertDetail, DeliveryStatus, Handling, MessageKind,
+};
+use crate::alert_check::{AlertThresholds, Finding, LOOKBACK, Message, Observations, Tally};
+use crate::audit::AuditRecord;
 use crate::error::StoreError;
 
 /// A finding and what to call it, as an alert row keeps them.
@@ -21,8 +27,10 @@ pub struct Noted<'a> {
 
 impl Noted<'_> {
     fn detail_json(&self) -> Result<String, StoreError> {
-        serde_json::to_string(&self.finding.detail)
-            .map_err(|e| StoreError::Corrupt(format!("alert detail: {e}")))
+        serde_json::to_string(&self.finding.detail).map_err(|e| StoreError::Encode {
+            what: "an alert's detail",
+            message: e.to_string(),
+        })
     }
 }
 
@@ -47,6 +55,15 @@ pub struct AlertView {
     pub notifications: i64,
     pub checked_at: i64,
     pub resolved_at: Option<i64>,
+    /// What operators did with it while it was open.
+    pub handling: Handling,
+    /// What they wrote with their last acknowledgement or snooze.
+    pub handling_note: Option<String>,
+    /// How many times operators changed its handling: what their forms compare against.
+    pub handling_version: i64,
+    /// The admin who resolved it by hand; `None` when the condition cleared.
+    pub resolved_by: Option<String>,
+    pub resolution_note: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -63,15 +80,53 @@ struct AlertRow {
     notifications: i64,
     checked_at: i64,
     resolved_at: Option<i64>,
+    handling: Option<String>,
+    handled_by: Option<String>,
+    handled_at: Option<i64>,
+    snoozed_until: Option<i64>,
+    handling_note: Option<String>,
+    handling_version: i64,
+    resolved_by: Option<String>,
+    resolution_note: Option<String>,
 }
+
+impl AlertRow {
+    fn handling(&self) -> Result<Handling, StoreError> {
+        let by = || self.handled_by.clone();
+        match (
+            self.handling.as_deref(),
+            by(),
+            self.handled_at,
+            self.snoozed_until,
+        ) {
+            (None, ..) => Ok(Handling::Open),
+            (Some(ACKNOWLEDGED), Some(by), Some(at), _) => Ok(Handling::Acknowledged { by, at }),
+            (Some(SNOOZED), Some(by), Some(at), Some(until)) => {
+                Ok(Handling::Snoozed { by, at, until })
+            }
+            (Some(other), ..) => Err(StoreError::UnknownValue(format!(
+                "alert {}: handling '{other}' without its operator, time or end",
+                self.id
+            ))),
+        }
+    }
+}
+
+const ACKNOWLEDGED: &str = "acknowledged";
+const SNOOZED: &str = "snoozed";
 
 impl TryFrom<AlertRow> for AlertView {
     type Error = StoreError;
 
     fn try_from(r: AlertRow) -> Result<Self, Self::Error> {
         Ok(AlertView {
+            handling: r.handling()?,
+            handling_note: r.handling_note,
+            handling_version: r.handling_version,
+            resolved_by: r.resolved_by,
+            resolution_note: r.resolution_note,
             id: r.id,
-            condition: AlertCondition::from_str(&r.condition).map_err(StoreError::Corrupt)?,
+            condition: AlertCondition::from_str(&r.condition).map_err(StoreError::UnknownValue)?,
             opened_at: r.opened_at,
             since: r.since,
             count: r.count,
@@ -81,7 +136,10 @@ impl TryFrom<AlertRow> for AlertView {
                 .as_deref()
                 .map(serde_json::from_str)
                 .transpose()
-                .map_err(|e| StoreError::Corrupt(format!("alert {}: detail: {e}", r.id)))?,
+                .map_err(|e| StoreError::BadStoredJson {
+                    what: "an alert's detail",
+                    message: format!("alert {}: {e}", r.id),
+                })?,
             samples: r
                 .samples
                 .lines()
@@ -124,7 +182,7 @@ pub struct DueDelivery {
 }
 
 #[derive(sqlx::FromRow)]
-struct DeliveryRow {
+struct OutboxRow {
     id: i64,
     alert_id: Option<i64>,
     kind: String,
@@ -139,16 +197,16 @@ struct DeliveryRow {
     sent_at: Option<i64>,
 }
 
-impl DeliveryRow {
+impl OutboxRow {
     fn channel(&self) -> Result<AlertChannel, StoreError> {
-        AlertChannel::from_str(&self.channel).map_err(StoreError::Corrupt)
+        AlertChannel::from_str(&self.channel).map_err(StoreError::UnknownValue)
     }
 
     fn view(self) -> Result<AlertDeliveryView, StoreError> {
         Ok(AlertDeliveryView {
             channel: self.channel()?,
-            kind: MessageKind::from_str(&self.kind).map_err(StoreError::Corrupt)?,
-            status: DeliveryStatus::from_str(&self.status).map_err(StoreError::Corrupt)?,
+            kind: MessageKind::from_str(&self.kind).map_err(StoreError::UnknownValue)?,
+            status: DeliveryStatus::from_str(&self.status).map_err(StoreError::UnknownValue)?,
             id: self.id,
             alert_id: self.alert_id,
             subject: self.subject,
@@ -162,7 +220,8 @@ impl DeliveryRow {
 }
 
 const ALERT_COLUMNS: &str = "id, condition, opened_at, since, count, summary, detail, samples, \
-    last_notified_at, notifications, checked_at, resolved_at";
+    last_notified_at, notifications, checked_at, resolved_at, handling, handled_by, handled_at, \
+    snoozed_until, handling_note, handling_version, resolved_by, resolution_note";
 
 const DELIVERY_COLUMNS: &str = "id, alert_id, kind, channel, subject, body, status, attempts, \
     next_attempt_at, last_error, created_at, sent_at";
@@ -177,19 +236,34 @@ const OPEN: &str = "\
     RETURNING id";
 
 /// A compare-and-set on the last message's time: of two instances due to remind, one moves
-/// it and sends.
+/// it and sends. On the handling too: a reminder decided before an operator acknowledged
+/// or snoozed the alert is not sent after it.
 const REMIND: &str = "\
     UPDATE alerts SET last_notified_at = $3, notifications = notifications + 1, \
         count = $4, since = $5, summary = $6, samples = $7, detail = $8, checked_at = $3 \
-    WHERE id = $1 AND resolved_at IS NULL AND last_notified_at = $2";
+    WHERE id = $1 AND resolved_at IS NULL AND last_notified_at = $2 AND handling_version = $9";
 
 const REFRESH: &str = "\
     UPDATE alerts SET count = $2, since = $3, summary = $4, samples = $5, checked_at = $6, \
         detail = $7 \
     WHERE id = $1 AND resolved_at IS NULL";
 
+/// The condition cleared: on the handling the check decided on (announced or not), so an
+/// operator's snooze in between is kept by the next check.
 const RESOLVE: &str = "\
-    UPDATE alerts SET resolved_at = $2, checked_at = $2 WHERE id = $1 AND resolved_at IS NULL";
+    UPDATE alerts SET resolved_at = $2, checked_at = $2 \
+    WHERE id = $1 AND resolved_at IS NULL AND handling_version = $3";
+
+/// An operator's acknowledgement or snooze: lands only on the handling their page showed.
+const HANDLE: &str = "\
+    UPDATE alerts SET handling = $3, handled_by = $4, handled_at = $5, snoozed_until = $6, \
+        handling_note = $7, handling_version = handling_version + 1 \
+    WHERE id = $1 AND resolved_at IS NULL AND handling_version = $2";
+
+/// An admin closes it with a note, whatever its handling: whoever resolves first wins.
+const RESOLVE_BY_HAND: &str = "\
+    UPDATE alerts SET resolved_at = $2, checked_at = $2, resolved_by = $3, resolution_note = $4 \
+    WHERE id = $1 AND resolved_at IS NULL";
 
 /// A newer message about the alert replaces one still waiting (a reminder after an opening
 /// that never got out, a resolution after either), unless it is being sent right now.
@@ -201,6 +275,45 @@ const QUEUE: &str = "\
     INSERT INTO alert_deliveries (alert_id, kind, channel, subject, body, status, attempts, \
                                   next_attempt_at, created_at) \
     VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6)";
+
+/// Queues one message of `kind` per channel about alert `alert_id`, in `tx`.
+async fn queue(
+    tx: &mut Tx,
+    alert_id: i64,
+    kind: MessageKind,
+    messages: &[(AlertChannel, Message)],
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    for (channel, message) in messages {
+        tx.on()
+            .execute(
+                sql(QUEUE)
+                    .bind(alert_id)
+                    .bind(kind.as_str())
+                    .bind(channel.as_str())
+                    .bind(&message.subject)
+                    .bind(&message.text)
+                    .bind(now),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Queues the messages of a change that makes the alert's waiting ones old news: those not
+/// being sent are superseded first.
+async fn replace_waiting(
+    tx: &mut Tx,
+    alert_id: i64,
+    kind: MessageKind,
+    messages: &[(AlertChannel, Message)],
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    tx.on()
+        .execute(sql(SUPERSEDE).bind(alert_id).bind(now))
+        .await?;
+    queue(tx, alert_id, kind, messages, now).await
+}
 
 const TAKE: &str = "\
     UPDATE alert_deliveries SET lease_until = $2 + $3, attempts = attempts + 1 \
@@ -230,38 +343,49 @@ impl Alerts<'_> {
             ..Observations::default()
         };
         if thresholds.failed_claims > 0 {
+            // Resolved claims are failed ones an admin set aside: they alert no more.
+            let failed = super::claim_state::in_state(ClaimState::Failed, "$1");
             obs.failed_claims = self
                 .tally(
-                    "SELECT COUNT(*), MIN(received_at) FROM processed_stripe_events \
-                     WHERE status = 'failed' AND received_at <= $1",
-                    "SELECT event_id FROM processed_stripe_events WHERE status = 'failed' \
-                     AND received_at <= $1 ORDER BY received_at, event_id LIMIT $2",
+                    &format!(
+                        "SELECT COUNT(*), MIN(received_at) FROM processed_stripe_events \
+                         WHERE {failed} AND received_at <= $1"
+                    ),
+                    &format!(
+                        "SELECT event_id FROM processed_stripe_events WHERE {failed} \
+                         AND received_at <= $1 ORDER BY received_at, event_id LIMIT $2"
+                    ),
                     now,
                 )
                 .await?;
         }
         if let Some(after) = thresholds.stale_after {
+            // Stale for longer than `after`: stale at `now - after`.
+            let stale = super::claim_state::in_state(ClaimState::Stale, "$1");
             obs.stale_claims = self
                 .tally(
-                    "SELECT COUNT(*), MIN(lease_expires_at) FROM processed_stripe_events \
-                     WHERE status = 'processing' AND lease_expires_at <= $1",
-                    "SELECT event_id FROM processed_stripe_events \
-                     WHERE status = 'processing' AND lease_expires_at <= $1 \
-                     ORDER BY lease_expires_at, event_id LIMIT $2",
+                    &format!(
+                        "SELECT COUNT(*), MIN(lease_expires_at) FROM processed_stripe_events \
+                         WHERE {stale}"
+                    ),
+                    &format!(
+                        "SELECT event_id FROM processed_stripe_events WHERE {stale} \
+                         ORDER BY lease_expires_at, event_id LIMIT $2"
+                    ),
                     now - ms(after),
                 )
                 .await?;
         }
         // Any delivery recorded passed the signature check: Stripe reaches us with the
         // right secret, whatever became of the event.
-        obs.last_delivery_at = on_pool!(self, pool => {
-            sqlx::query_scalar(
+        obs.last_delivery_at = self
+            .pool
+            .on()
+            .optional_value(sql(
                 "SELECT received_at FROM webhook_deliveries WHERE source = 'webhook' \
                  ORDER BY received_at DESC LIMIT 1",
-            )
-            .fetch_optional(pool)
-            .await
-        })?;
+            ))
+            .await?;
         let after_delivery = obs
             .last_delivery_at
             .unwrap_or(i64::MIN)
@@ -279,15 +403,17 @@ impl Alerts<'_> {
                 .await?;
         }
         if thresholds.signature_window.is_some() {
-            let (count, first): (i64, Option<i64>) = on_pool!(self, pool => {
-                sqlx::query_as(
-                    "SELECT CAST(COALESCE(SUM(failures), 0) AS BIGINT), MIN(minute) \
+            let (count, first): (i64, Option<i64>) = self
+                .pool
+                .on()
+                .one(
+                    sql(
+                        "SELECT CAST(COALESCE(SUM(failures), 0) AS BIGINT), MIN(minute) \
                      FROM webhook_signature_failures WHERE last_at > $1",
+                    )
+                    .bind(after_delivery),
                 )
-                .bind(after_delivery)
-                .fetch_one(pool)
-                .await
-            })?;
+                .await?;
             obs.signature_failures = Tally {
                 count,
                 oldest: first.map(|m| m.max(after_delivery)),
@@ -307,16 +433,15 @@ impl Alerts<'_> {
                 .await?;
         }
         if thresholds.reconcile_window.is_some() {
-            obs.last_reconcile = on_pool!(self, pool => {
-                sqlx::query_as::<_, ReconcileRunView>(
-                    "SELECT started_at, finished_at, since, actor, dry_run, listed, \
-                            already_claimed, claimed, error \
-                     FROM reconcile_runs WHERE dry_run = FALSE \
+            obs.last_reconcile = self
+                .pool
+                .on()
+                .optional(sql(format!(
+                    "SELECT {} FROM reconcile_runs WHERE dry_run = FALSE \
                      ORDER BY started_at DESC, id DESC LIMIT 1",
-                )
-                .fetch_optional(pool)
-                .await
-            })?;
+                    super::reconcile::RUN_COLUMNS
+                )))
+                .await?;
         }
         Ok(obs)
     }
@@ -324,13 +449,13 @@ impl Alerts<'_> {
     /// A count with its oldest time (`count_sql`, bound to `$1`), and a few ids (`ids_sql`,
     /// `$1` and the limit `$2`).
     async fn tally(self, count_sql: &str, ids_sql: &str, bound: i64) -> Result<Tally, StoreError> {
-        let (count, oldest): (i64, Option<i64>) = on_pool!(self, pool => {
-            sqlx::query_as(count_sql).bind(bound).fetch_one(pool).await
-        })?;
+        let (count, oldest): (i64, Option<i64>) =
+            self.pool.on().one(sql(count_sql).bind(bound)).await?;
         let samples = if count > 0 {
-            on_pool!(self, pool => {
-                sqlx::query_scalar(ids_sql).bind(bound).bind(SAMPLES).fetch_all(pool).await
-            })?
+            self.pool
+                .on()
+                .column(sql(ids_sql).bind(bound).bind(SAMPLES))
+                .await?
         } else {
             Vec::new()
         };
@@ -350,46 +475,50 @@ impl Alerts<'_> {
     ) -> Result<(), StoreError> {
         let minute = now - now.rem_euclid(60_000);
         let failures = i64::try_from(failures).unwrap_or(i64::MAX);
-        on_pool!(self, pool => {
-            sqlx::query(RECORD_SIGNATURE_FAILURES)
-                .bind(minute)
-                .bind(failures)
-                .bind(now)
-                .execute(pool)
+        {
+            self.pool
+                .on()
+                .execute(
+                    sql(RECORD_SIGNATURE_FAILURES)
+                        .bind(minute)
+                        .bind(failures)
+                        .bind(now),
+                )
                 .await?;
-            sqlx::query("DELETE FROM webhook_signature_failures WHERE minute < $1")
-                .bind(now - ms(LOOKBACK))
-                .execute(pool)
+            self.pool
+                .on()
+                .execute(
+                    sql("DELETE FROM webhook_signature_failures WHERE minute < $1")
+                        .bind(now - ms(LOOKBACK)),
+                )
                 .await
                 .map(|_| ())
-        })?;
+        }?;
         Ok(())
     }
 
     /// The open alerts, oldest first.
     pub async fn open(self) -> Result<Vec<AlertView>, StoreError> {
-        let sql = format!(
+        let statement = format!(
             "SELECT {ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL \
              ORDER BY opened_at, id LIMIT $1"
         );
         // One per condition at most.
-        self.alerts(&sql, 100).await
+        self.alerts(&statement, 100).await
     }
 
     /// Open alerts first, then the most recently opened, at most `limit`.
     pub async fn recent(self, limit: i64) -> Result<Vec<AlertView>, StoreError> {
-        let sql = format!(
+        let statement = format!(
             "SELECT {ALERT_COLUMNS} FROM alerts \
              ORDER BY CASE WHEN resolved_at IS NULL THEN 0 ELSE 1 END, opened_at DESC, id DESC \
              LIMIT $1"
         );
-        self.alerts(&sql, limit).await
+        self.alerts(&statement, limit).await
     }
 
-    async fn alerts(self, sql: &str, limit: i64) -> Result<Vec<AlertView>, StoreError> {
-        let rows: Vec<AlertRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql).bind(limit).fetch_all(pool).await
-        })?;
+    async fn alerts(self, statement: &str, limit: i64) -> Result<Vec<AlertView>, StoreError> {
+        let rows: Vec<AlertRow> = self.pool.on().all(sql(statement).bind(limit)).await?;
         rows.into_iter().map(AlertView::try_from).collect()
     }
 
@@ -404,34 +533,27 @@ impl Alerts<'_> {
         let finding = noted.finding;
         let samples = finding.samples.join("\n");
         let detail = noted.detail_json()?;
-        let opened = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let id: Option<i64> = sqlx::query_scalar(OPEN)
-                .bind(finding.condition.as_str())
-                .bind(now)
-                .bind(finding.since)
-                .bind(finding.count)
-                .bind(noted.summary)
-                .bind(&samples)
-                .bind(&detail)
-                .fetch_optional(&mut *tx)
+        let opened = {
+            let mut tx = self.pool.begin().await?;
+            let id: Option<i64> = tx
+                .on()
+                .optional_value(
+                    sql(OPEN)
+                        .bind(finding.condition.as_str())
+                        .bind(now)
+                        .bind(finding.since)
+                        .bind(finding.count)
+                        .bind(noted.summary)
+                        .bind(&samples)
+                        .bind(&detail),
+                )
                 .await?;
             if let Some(id) = id {
-                for (channel, message) in messages {
-                    sqlx::query(QUEUE)
-                        .bind(id)
-                        .bind(MessageKind::Opened.as_str())
-                        .bind(channel.as_str())
-                        .bind(&message.subject)
-                        .bind(&message.text)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                queue(&mut tx, id, MessageKind::Opened, messages, now).await?;
             }
             tx.commit().await?;
             id.is_some()
-        });
+        };
         Ok(opened)
     }
 
@@ -446,38 +568,30 @@ impl Alerts<'_> {
         let finding = noted.finding;
         let samples = finding.samples.join("\n");
         let detail = noted.detail_json()?;
-        let reminded = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let moved = sqlx::query(REMIND)
-                .bind(alert.id)
-                .bind(alert.last_notified_at)
-                .bind(now)
-                .bind(finding.count)
-                .bind(finding.since)
-                .bind(noted.summary)
-                .bind(&samples)
-                .bind(&detail)
-                .execute(&mut *tx)
+        let reminded = {
+            let mut tx = self.pool.begin().await?;
+            let moved = tx
+                .on()
+                .execute(
+                    sql(REMIND)
+                        .bind(alert.id)
+                        .bind(alert.last_notified_at)
+                        .bind(now)
+                        .bind(finding.count)
+                        .bind(finding.since)
+                        .bind(noted.summary)
+                        .bind(&samples)
+                        .bind(&detail)
+                        .bind(alert.handling_version),
+                )
                 .await?
-                .rows_affected()
                 == 1;
             if moved {
-                sqlx::query(SUPERSEDE).bind(alert.id).bind(now).execute(&mut *tx).await?;
-                for (channel, message) in messages {
-                    sqlx::query(QUEUE)
-                        .bind(alert.id)
-                        .bind(MessageKind::Reminder.as_str())
-                        .bind(channel.as_str())
-                        .bind(&message.subject)
-                        .bind(&message.text)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                replace_waiting(&mut tx, alert.id, MessageKind::Reminder, messages, now).await?;
             }
             tx.commit().await?;
             moved
-        });
+        };
         Ok(reminded)
     }
 
@@ -486,120 +600,199 @@ impl Alerts<'_> {
         let finding = noted.finding;
         let samples = finding.samples.join("\n");
         let detail = noted.detail_json()?;
-        on_pool!(self, pool => {
-            sqlx::query(REFRESH)
-                .bind(id)
-                .bind(finding.count)
-                .bind(finding.since)
-                .bind(noted.summary)
-                .bind(&samples)
-                .bind(now)
-                .bind(&detail)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(REFRESH)
+                    .bind(id)
+                    .bind(finding.count)
+                    .bind(finding.since)
+                    .bind(noted.summary)
+                    .bind(&samples)
+                    .bind(now)
+                    .bind(&detail),
+            )
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
-    /// Resolves an open alert and queues its messages; `false` if it was resolved already.
+    /// Resolves an open alert whose condition cleared and queues its messages (none while
+    /// it is snoozed: what waits is superseded all the same); `false` if it was resolved
+    /// already, or operators changed its handling since it was read.
     pub async fn resolve(
         self,
-        id: i64,
+        alert: &AlertView,
         now: i64,
         messages: &[(AlertChannel, Message)],
     ) -> Result<bool, StoreError> {
-        let resolved = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let moved = sqlx::query(RESOLVE)
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
+        let resolved = {
+            let mut tx = self.pool.begin().await?;
+            let moved = tx
+                .on()
+                .execute(
+                    sql(RESOLVE)
+                        .bind(alert.id)
+                        .bind(now)
+                        .bind(alert.handling_version),
+                )
                 .await?
-                .rows_affected()
                 == 1;
             if moved {
-                sqlx::query(SUPERSEDE).bind(id).bind(now).execute(&mut *tx).await?;
-                for (channel, message) in messages {
-                    sqlx::query(QUEUE)
-                        .bind(id)
-                        .bind(MessageKind::Resolved.as_str())
-                        .bind(channel.as_str())
-                        .bind(&message.subject)
-                        .bind(&message.text)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                replace_waiting(&mut tx, alert.id, MessageKind::Resolved, messages, now).await?;
             }
             tx.commit().await?;
             moved
-        });
+        };
         Ok(resolved)
     }
 
-    /// Messages due at `now` on one of `channels`, oldest first.
+    /// One alert, open or resolved.
+    pub async fn get(self, id: i64) -> Result<Option<AlertView>, StoreError> {
+        let statement = format!("SELECT {ALERT_COLUMNS} FROM alerts WHERE id = $1");
+        let row: Option<AlertRow> = self.pool.on().optional(sql(&statement).bind(id)).await?;
+        row.map(AlertView::try_from).transpose()
+    }
+
+    /// An operator acknowledges or snoozes alert `id` as `handling` at `now`, if it is
+    /// still open and its handling still at version `seen`; in the same transaction,
+    /// messages still waiting to go out about it are superseded (a reminder queued before is
+    /// not news any more) and `audit` is appended. `false` when nothing changed.
+    pub async fn handle(
+        self,
+        id: i64,
+        seen: i64,
+        handling: &Handling,
+        note: Option<&str>,
+        now: i64,
+        audit: &AuditRecord<'_>,
+    ) -> Result<bool, StoreError> {
+        // Open again (never asked for yet) clears who and when: there is nothing to show.
+        let (state, by, at, until) = match handling {
+            Handling::Open => (None, None, None, None),
+            Handling::Acknowledged { by, at } => {
+                (Some(ACKNOWLEDGED), Some(by.as_str()), Some(*at), None)
+            }
+            Handling::Snoozed { by, at, until } => {
+                (Some(SNOOZED), Some(by.as_str()), Some(*at), Some(*until))
+            }
+        };
+        let mut tx = self.pool.begin().await?;
+        let moved = tx
+            .on()
+            .execute(
+                sql(HANDLE)
+                    .bind(id)
+                    .bind(seen)
+                    .bind(state)
+                    .bind(by)
+                    .bind(at)
+                    .bind(until)
+                    .bind(note),
+            )
+            .await?
+            == 1;
+        if moved {
+            tx.on().execute(sql(SUPERSEDE).bind(id).bind(now)).await?;
+            super::audit::insert(tx.on(), audit, None, now).await?;
+        }
+        tx.commit().await?;
+        Ok(moved)
+    }
+
+    /// An admin resolves alert `id` with `note`, if it is still open: its resolution
+    /// messages are queued (replacing what still waits) and `audit` appended, in one
+    /// transaction. `false` when it was resolved already.
+    pub async fn resolve_by_hand(
+        self,
+        id: i64,
+        by: &str,
+        note: &str,
+        now: i64,
+        messages: &[(AlertChannel, Message)],
+        audit: &AuditRecord<'_>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let moved = tx
+            .on()
+            .execute(sql(RESOLVE_BY_HAND).bind(id).bind(now).bind(by).bind(note))
+            .await?
+            == 1;
+        if moved {
+            replace_waiting(&mut tx, id, MessageKind::Resolved, messages, now).await?;
+            super::audit::insert(tx.on(), audit, None, now).await?;
+        }
+        tx.commit().await?;
+        Ok(moved)
+    }
+
+    /// Messages due at `now` on one of `channels`, oldest first, at most `limit`. The
+    /// channels are chosen in SQL, before the limit: messages waiting for a channel this
+    /// instance does not have (one removed from its configuration) never crowd out the
+    /// others'.
     pub async fn due(
         self,
         channels: &[AlertChannel],
         now: i64,
         limit: i64,
     ) -> Result<Vec<DueDelivery>, StoreError> {
-        let sql = format!(
+        if channels.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Our own names, never a caller's text: safe to write into the statement.
+        let names = channels
+            .iter()
+            .map(|channel| format!("'{}'", channel.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let statement = format!(
             "SELECT {DELIVERY_COLUMNS} FROM alert_deliveries \
              WHERE status = 'pending' AND next_attempt_at <= $1 \
-               AND (lease_until IS NULL OR lease_until <= $1) \
+               AND (lease_until IS NULL OR lease_until <= $1) AND channel IN ({names}) \
              ORDER BY next_attempt_at, id LIMIT $2"
         );
-        let rows: Vec<DeliveryRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(now).bind(limit).fetch_all(pool).await
-        })?;
-        let mut due = Vec::new();
-        for row in rows {
-            let channel = row.channel()?;
-            if channels.contains(&channel) {
-                due.push(DueDelivery {
+        let rows: Vec<OutboxRow> = self
+            .pool
+            .on()
+            .all(sql(&statement).bind(now).bind(limit))
+            .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(DueDelivery {
                     id: row.id,
-                    channel,
+                    channel: row.channel()?,
                     attempts: row.attempts,
                     message: Message {
                         subject: row.subject,
                         text: row.body,
                     },
-                });
-            }
-        }
-        Ok(due)
+                })
+            })
+            .collect()
     }
 
     /// Takes a due message to send it until `now + lease_ms` (counting the attempt); `false`
     /// when another instance took it first.
     pub async fn take(self, id: i64, now: i64, lease_ms: i64) -> Result<bool, StoreError> {
-        let taken = on_pool!(self, pool => {
-            sqlx::query(TAKE)
-                .bind(id)
-                .bind(now)
-                .bind(lease_ms)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected() == 1)
-        })?;
+        let taken = self
+            .pool
+            .on()
+            .execute(sql(TAKE).bind(id).bind(now).bind(lease_ms))
+            .await
+            .map(|n| n == 1)?;
         Ok(taken)
     }
 
     /// The message went out.
     pub async fn sent(self, id: i64, now: i64) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(
+        self.pool.on().execute(sql(
                 "UPDATE alert_deliveries SET status = 'sent', sent_at = $2, lease_until = NULL, \
                  last_error = NULL WHERE id = $1",
             )
             .bind(id)
             .bind(now)
-            .execute(pool)
-            .await
-            .map(|_| ())
-        })?;
+            ).await
+            .map(|_| ())?;
         Ok(())
     }
 
@@ -610,7 +803,7 @@ impl Alerts<'_> {
         error: &str,
         retry_at: Option<i64>,
     ) -> Result<(), StoreError> {
-        let sql = match retry_at {
+        let statement = match retry_at {
             Some(_) => {
                 "UPDATE alert_deliveries SET next_attempt_at = $3, last_error = $2, \
                  lease_until = NULL WHERE id = $1 AND status = 'pending'"
@@ -620,14 +813,12 @@ impl Alerts<'_> {
                  lease_until = NULL WHERE id = $1 AND status = 'pending'"
             }
         };
-        on_pool!(self, pool => {
-            let query = sqlx::query(sql).bind(id).bind(error);
-            let query = match retry_at {
-                Some(at) => query.bind(at),
-                None => query,
-            };
-            query.execute(pool).await.map(|_| ())
-        })?;
+        let query = sql(statement).bind(id).bind(error);
+        let query = match retry_at {
+            Some(at) => query.bind(at),
+            None => query,
+        };
+        self.pool.on().execute(query).await?;
         Ok(())
     }
 
@@ -643,33 +834,32 @@ impl Alerts<'_> {
             Ok(()) => ("sent", None, Some(now)),
             Err(error) => ("failed", Some(error), None),
         };
-        on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO alert_deliveries (alert_id, kind, channel, subject, body, status, \
+        self.pool
+            .on()
+            .execute(
+                sql(
+                    "INSERT INTO alert_deliveries (alert_id, kind, channel, subject, body, status, \
                      attempts, next_attempt_at, last_error, created_at, sent_at) \
                  VALUES (NULL, 'test', $1, $2, $3, $4, 1, $5, $6, $5, $7)",
+                )
+                .bind(channel.as_str())
+                .bind(&message.subject)
+                .bind(&message.text)
+                .bind(status)
+                .bind(now)
+                .bind(error)
+                .bind(sent_at),
             )
-            .bind(channel.as_str())
-            .bind(&message.subject)
-            .bind(&message.text)
-            .bind(status)
-            .bind(now)
-            .bind(error)
-            .bind(sent_at)
-            .execute(pool)
             .await
-            .map(|_| ())
-        })?;
+            .map(|_| ())?;
         Ok(())
     }
 
     /// The latest messages (test messages included), newest first.
     pub async fn deliveries(self, limit: i64) -> Result<Vec<AlertDeliveryView>, StoreError> {
-        let sql =
+        let statement =
             format!("SELECT {DELIVERY_COLUMNS} FROM alert_deliveries ORDER BY id DESC LIMIT $1");
-        let rows: Vec<DeliveryRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(limit).fetch_all(pool).await
-        })?;
-        rows.into_iter().map(DeliveryRow::view).collect()
+        let rows: Vec<OutboxRow> = self.pool.on().all(sql(&statement).bind(limit)).await?;
+        rows.into_iter().map(OutboxRow::view).collect()
     }
 }

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::Audit;
+use super::query::{On, sql};
 use crate::audit::AuditRecord;
 use crate::error::StoreError;
 
@@ -22,38 +23,31 @@ const INSERT_AUDIT: &str = "\
     VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 /// Appends `entry`, stamped `at` (unix ms) and naming the bulk re-drive `batch_id` if it is
-/// part of one, through `executor`: a pool, or a transaction that writes more with it.
-pub(super) async fn insert<'c, E, DB>(
-    executor: E,
+/// part of one, on `on`: the pool, or a transaction that writes more with it.
+pub(super) async fn insert(
+    on: On<'_>,
     entry: &AuditRecord<'_>,
     batch_id: Option<&str>,
     at: i64,
-) -> Result<(), sqlx::Error>
-where
-    E: sqlx::Executor<'c, Database = DB>,
-    DB: sqlx::Database,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB>,
-{
-    sqlx::query(INSERT_AUDIT)
-        .bind(at)
-        .bind(entry.actor.to_string())
-        .bind(entry.action.as_str().to_owned())
-        .bind(entry.target.to_owned())
-        .bind(entry.reason.to_owned())
-        .bind(entry.outcome.to_owned())
-        .bind(batch_id.map(str::to_owned))
-        .execute(executor)
-        .await
-        .map(|_| ())
+) -> Result<(), sqlx::Error> {
+    on.execute(
+        sql(INSERT_AUDIT)
+            .bind(at)
+            .bind(entry.actor.to_string())
+            .bind(entry.action.as_str())
+            .bind(entry.target)
+            .bind(entry.reason)
+            .bind(entry.outcome)
+            .bind(batch_id),
+    )
+    .await
+    .map(|_| ())
 }
 
 impl Audit<'_> {
     /// Appends `entry` to the audit log, stamped `at` (unix ms).
     pub async fn record(self, entry: &AuditRecord<'_>, at: i64) -> Result<(), StoreError> {
-        on_pool!(self, pool => insert(pool, entry, None, at).await)?;
+        insert(self.pool.on(), entry, None, at).await?;
         Ok(())
     }
 
@@ -64,7 +58,7 @@ impl Audit<'_> {
         batch_id: &str,
         at: i64,
     ) -> Result<(), StoreError> {
-        on_pool!(self, pool => insert(pool, entry, Some(batch_id), at).await)?;
+        insert(self.pool.on(), entry, Some(batch_id), at).await?;
         Ok(())
     }
 
@@ -73,9 +67,7 @@ impl Audit<'_> {
     pub async fn about(self, target: &str) -> Result<Vec<AuditEntry>, StoreError> {
         const SQL: &str = "SELECT id, at, actor, action, target, reason, outcome FROM audit_log \
                            WHERE target = $1 ORDER BY id";
-        let entries = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(target).fetch_all(pool).await
-        })?;
+        let entries = self.pool.on().all(sql(SQL).bind(target)).await?;
         Ok(entries)
     }
 
@@ -87,9 +79,11 @@ impl Audit<'_> {
     ) -> Result<Vec<AuditEntry>, StoreError> {
         const SQL: &str = "SELECT id, at, actor, action, target, reason, outcome FROM audit_log \
                            WHERE $1 IS NULL OR id < $1 ORDER BY id DESC LIMIT $2";
-        let entries = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(before).bind(limit).fetch_all(pool).await
-        })?;
+        let entries = self
+            .pool
+            .on()
+            .all(sql(SQL).bind(before).bind(limit))
+            .await?;
         Ok(entries)
     }
 }

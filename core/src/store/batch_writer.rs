@@ -61,7 +61,11 @@ async fn run_lane(store: Store, mut queue: mpsc::Receiver<(WriteOp, Reply)>, max
     let mut batch = Vec::with_capacity(max_batch);
     while queue.recv_many(&mut batch, max_batch).await > 0 {
         let ops: Vec<&WriteOp> = batch.iter().map(|(op, _)| op).collect();
-        match store.claims().apply_writes(&ops).await {
+        let applied = store.claims().apply_writes(&ops).await;
+        store
+            .write_health()
+            .observe(&applied, crate::clock::now_ms());
+        match applied {
             Ok(results) => {
                 for ((_, reply), result) in batch.drain(..).zip(results) {
                     let _ = reply.send(Ok(result));
@@ -84,6 +88,9 @@ async fn run_lane(store: Store, mut queue: mpsc::Receiver<(WriteOp, Reply)>, max
                         .apply_writes(&[&op])
                         .await
                         .and_then(|mut results| results.pop().ok_or(StoreError::WriterStopped));
+                    store
+                        .write_health()
+                        .observe(&result, crate::clock::now_ms());
                     let _ = reply.send(result);
                 }
             }

@@ -6,8 +6,9 @@
 
 use serde::Serialize;
 
-use super::views::{Arg, CLAIM_COLUMNS, filter_conditions};
-use super::{BeginWrite, BulkRedrives, Pool, audit};
+use super::query::{Arg, On, sql};
+use super::views::{CLAIM_COLUMNS, filter_conditions};
+use super::{BulkRedrives, Pool, audit};
 use crate::audit::AuditRecord;
 use crate::bulk::{BatchState, BulkFilter, ItemOutcome};
 use crate::error::StoreError;
@@ -77,7 +78,7 @@ struct BatchRow {
 
 impl BatchRow {
     fn view(self, now: i64) -> Result<BatchView, StoreError> {
-        let stored: BatchState = self.state.parse().map_err(StoreError::Corrupt)?;
+        let stored: BatchState = self.state.parse().map_err(StoreError::UnknownValue)?;
         let state = match stored {
             BatchState::Running if self.lease_until.is_none_or(|until| until <= now) => {
                 BatchState::Interrupted
@@ -85,8 +86,10 @@ impl BatchRow {
             other => other,
         };
         Ok(BatchView {
-            filter: serde_json::from_str(&self.filter)
-                .map_err(|e| StoreError::Corrupt(format!("batch filter: {e}")))?,
+            filter: serde_json::from_str(&self.filter).map_err(|e| StoreError::BadStoredJson {
+                what: "a batch filter",
+                message: e.to_string(),
+            })?,
             batch_id: self.batch_id,
             actor: self.actor,
             reason: self.reason,
@@ -164,26 +167,20 @@ struct NewBatch<'a> {
 }
 
 impl NewBatch<'_> {
-    async fn insert<'c, E, DB>(&self, executor: E) -> Result<(), sqlx::Error>
-    where
-        E: sqlx::Executor<'c, Database = DB>,
-        DB: sqlx::Database,
-        for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-        for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-        for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    {
-        sqlx::query(INSERT_BATCH)
-            .bind(self.batch_id.to_owned())
-            .bind(self.actor.clone())
-            .bind(self.reason.clone())
-            .bind(self.filter.clone())
-            .bind(self.total)
-            .bind(self.runner.clone())
-            .bind(self.lease_until)
-            .bind(self.now)
-            .execute(executor)
-            .await
-            .map(|_| ())
+    async fn insert(&self, on: On<'_>) -> Result<(), sqlx::Error> {
+        on.execute(
+            sql(INSERT_BATCH)
+                .bind(self.batch_id)
+                .bind(self.actor.as_str())
+                .bind(self.reason.as_str())
+                .bind(self.filter.as_str())
+                .bind(self.total)
+                .bind(self.runner.as_str())
+                .bind(self.lease_until)
+                .bind(self.now),
+        )
+        .await
+        .map(|_| ())
     }
 }
 
@@ -246,27 +243,20 @@ impl BulkRedrives<'_> {
             to: filter.received_before,
             search: filter.search.clone(),
             error_contains: filter.error_contains.clone(),
+            event_ids: filter.event_ids.clone(),
+            ..EventFilter::default()
         };
         let mut args = vec![Arg::Int(now)];
         let (cte, mut conditions) = filter_conditions(&events, &mut args);
-        conditions.push(super::claims::redrivable_sql!("$1").to_owned());
+        conditions.push(super::claim_state::redrivable_sql!("$1").to_owned());
         args.push(Arg::Int(limit));
-        let sql = format!(
+        let statement = format!(
             "{cte}SELECT {CLAIM_COLUMNS}, payload FROM processed_stripe_events \
              WHERE {} ORDER BY received_at, event_id LIMIT ${}",
             conditions.join(" AND "),
             args.len()
         );
-        let rows = on_pool!(self, pool => {
-            let mut query = sqlx::query_as(&sql);
-            for value in &args {
-                query = match value {
-                    Arg::Int(v) => query.bind(*v),
-                    Arg::Text(v) => query.bind(v.as_str()),
-                };
-            }
-            query.fetch_all(pool).await
-        })?;
+        let rows = self.pool.on().all(sql(&statement).bind_all(args)).await?;
         Ok(rows)
     }
 
@@ -275,26 +265,15 @@ impl BulkRedrives<'_> {
         if order_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = match &self.pool {
-            Pool::Postgres(pool) => {
-                sqlx::query_scalar(
-                    "SELECT DISTINCT order_id FROM credit_ledger \
-                     WHERE kind = 'unlock' AND order_id = ANY($1::text[])",
-                )
-                .bind(order_ids)
-                .fetch_all(pool)
-                .await?
-            }
-            Pool::Sqlite(pool) => {
-                sqlx::query_scalar(
-                    "SELECT DISTINCT order_id FROM credit_ledger \
-                     WHERE kind = 'unlock' AND order_id IN (SELECT value FROM json_each($1))",
-                )
-                .bind(serde_json::json!(order_ids).to_string())
-                .fetch_all(pool)
-                .await?
-            }
-        };
+        let statement = format!(
+            "SELECT DISTINCT order_id FROM credit_ledger WHERE kind = 'unlock' AND {}",
+            self.pool.in_list("order_id", "$1")
+        );
+        let rows = self
+            .pool
+            .on()
+            .column(sql(statement).bind(Arg::list(order_ids)))
+            .await?;
         Ok(rows)
     }
 
@@ -306,26 +285,15 @@ impl BulkRedrives<'_> {
         if payment_intents.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = match &self.pool {
-            Pool::Postgres(pool) => {
-                sqlx::query_as(
-                    "SELECT payment_intent_id, order_id FROM orders \
-                     WHERE payment_intent_id = ANY($1::text[])",
-                )
-                .bind(payment_intents)
-                .fetch_all(pool)
-                .await?
-            }
-            Pool::Sqlite(pool) => {
-                sqlx::query_as(
-                    "SELECT payment_intent_id, order_id FROM orders \
-                     WHERE payment_intent_id IN (SELECT value FROM json_each($1))",
-                )
-                .bind(serde_json::json!(payment_intents).to_string())
-                .fetch_all(pool)
-                .await?
-            }
-        };
+        let statement = format!(
+            "SELECT payment_intent_id, order_id FROM orders WHERE {}",
+            self.pool.in_list("payment_intent_id", "$1")
+        );
+        let rows = self
+            .pool
+            .on()
+            .all(sql(statement).bind(Arg::list(payment_intents)))
+            .await?;
         Ok(rows)
     }
 
@@ -342,8 +310,10 @@ impl BulkRedrives<'_> {
         audit: &AuditRecord<'_>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let filter = serde_json::to_string(filter)
-            .map_err(|e| StoreError::Corrupt(format!("batch filter: {e}")))?;
+        let filter = serde_json::to_string(filter).map_err(|e| StoreError::Encode {
+            what: "a batch filter",
+            message: e.to_string(),
+        })?;
         let total = i64::try_from(event_ids.len()).unwrap_or(i64::MAX);
         let actor = audit.actor.to_string();
         let batch = NewBatch {
@@ -356,31 +326,22 @@ impl BulkRedrives<'_> {
             lease_until,
             now,
         };
-        let batch_audit = Some(batch_id.as_str());
-        match &self.pool {
-            Pool::Postgres(pool) => {
-                let mut tx = pool.begin_write().await?;
-                batch.insert(&mut *tx).await?;
-                sqlx::query(INSERT_ITEMS_POSTGRES)
+        // The claims' list is an array on PostgreSQL, JSON on SQLite.
+        let items = match self.pool {
+            Pool::Postgres(_) => INSERT_ITEMS_POSTGRES,
+            Pool::Sqlite(_) => INSERT_ITEMS_SQLITE,
+        };
+        let mut tx = self.pool.begin().await?;
+        batch.insert(tx.on()).await?;
+        tx.on()
+            .execute(
+                sql(items)
                     .bind(batch_id.as_str())
-                    .bind(event_ids)
-                    .execute(&mut *tx)
-                    .await?;
-                audit::insert(&mut *tx, audit, batch_audit, now).await?;
-                tx.commit().await?;
-            }
-            Pool::Sqlite(pool) => {
-                let mut tx = pool.begin_write().await?;
-                batch.insert(&mut *tx).await?;
-                sqlx::query(INSERT_ITEMS_SQLITE)
-                    .bind(batch_id.as_str())
-                    .bind(serde_json::json!(event_ids).to_string())
-                    .execute(&mut *tx)
-                    .await?;
-                audit::insert(&mut *tx, audit, batch_audit, now).await?;
-                tx.commit().await?;
-            }
-        }
+                    .bind(Arg::list(event_ids)),
+            )
+            .await?;
+        audit::insert(tx.on(), audit, Some(batch_id.as_str()), now).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -393,15 +354,19 @@ impl BulkRedrives<'_> {
     ) -> Result<Vec<(i64, EventId)>, StoreError> {
         const SQL: &str = "SELECT seq, event_id FROM bulk_redrive_items \
             WHERE batch_id = $1 AND seq > $2 AND outcome IS NULL ORDER BY seq LIMIT $3";
-        let rows: Vec<(i64, String)> = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(batch_id.as_str()).bind(after_seq).bind(limit)
-                .fetch_all(pool).await
-        })?;
+        let rows: Vec<(i64, String)> = self
+            .pool
+            .on()
+            .all(sql(SQL).bind(batch_id.as_str()).bind(after_seq).bind(limit))
+            .await?;
         rows.into_iter()
             .map(|(seq, id)| {
                 Ok((
                     seq,
-                    EventId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    EventId::parse(id).map_err(|source| StoreError::BadStoredId {
+                        what: "event id",
+                        source,
+                    })?,
                 ))
             })
             .collect()
@@ -422,37 +387,45 @@ impl BulkRedrives<'_> {
         lease_until: i64,
     ) -> Result<Recorded, StoreError> {
         let one = |o: ItemOutcome| i64::from(outcome == o);
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let first = sqlx::query(RECORD_ITEM)
-                .bind(batch_id.as_str())
-                .bind(seq)
-                .bind(outcome.as_str())
-                .bind(detail)
-                .execute(&mut *tx)
+        {
+            let mut tx = self.pool.begin().await?;
+            let first = tx
+                .on()
+                .execute(
+                    sql(RECORD_ITEM)
+                        .bind(batch_id.as_str())
+                        .bind(seq)
+                        .bind(outcome.as_str())
+                        .bind(detail),
+                )
                 .await?
-                .rows_affected()
                 == 1;
             let counted = if first { 1 } else { 0 };
-            let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(COUNT_ITEM)
-                .bind(batch_id.as_str())
-                .bind(runner)
-                .bind(one(ItemOutcome::Processed) * counted)
-                .bind(one(ItemOutcome::Failed) * counted)
-                .bind(one(ItemOutcome::Skipped) * counted)
-                .bind(lease_until)
-                .fetch_optional(&mut *tx)
+            let row: Option<(Option<String>, Option<String>)> = tx
+                .on()
+                .optional(
+                    sql(COUNT_ITEM)
+                        .bind(batch_id.as_str())
+                        .bind(runner)
+                        .bind(one(ItemOutcome::Processed) * counted)
+                        .bind(one(ItemOutcome::Failed) * counted)
+                        .bind(one(ItemOutcome::Skipped) * counted)
+                        .bind(lease_until),
+                )
                 .await?;
-            audit::insert(&mut *tx, audit, Some(batch_id.as_str()), now).await?;
+            audit::insert(tx.on(), audit, Some(batch_id.as_str()), now).await?;
             tx.commit().await?;
             Ok(match row {
                 Some((holder, cancel_requested_by)) => Recorded {
                     lost: holder.as_deref() != Some(runner),
                     cancel_requested_by,
                 },
-                None => Recorded { cancel_requested_by: None, lost: true },
+                None => Recorded {
+                    cancel_requested_by: None,
+                    lost: true,
+                },
             })
-        })
+        }
     }
 
     /// Moves the heartbeat forward without recording a claim. `None` if `runner` no longer
@@ -463,10 +436,16 @@ impl BulkRedrives<'_> {
         runner: &str,
         lease_until: i64,
     ) -> Result<Option<Option<String>>, StoreError> {
-        let row: Option<Option<String>> = on_pool!(self, pool => {
-            sqlx::query_scalar(HEARTBEAT).bind(batch_id.as_str()).bind(runner).bind(lease_until)
-                .fetch_optional(pool).await
-        })?;
+        let row: Option<Option<String>> = self
+            .pool
+            .on()
+            .optional_value(
+                sql(HEARTBEAT)
+                    .bind(batch_id.as_str())
+                    .bind(runner)
+                    .bind(lease_until),
+            )
+            .await?;
         Ok(row)
     }
 
@@ -480,23 +459,25 @@ impl BulkRedrives<'_> {
         audit: &AuditRecord<'_>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let ended = sqlx::query(FINISH)
-                .bind(batch_id.as_str())
-                .bind(runner)
-                .bind(state.as_str())
-                .bind(now)
-                .execute(&mut *tx)
+        {
+            let mut tx = self.pool.begin().await?;
+            let ended = tx
+                .on()
+                .execute(
+                    sql(FINISH)
+                        .bind(batch_id.as_str())
+                        .bind(runner)
+                        .bind(state.as_str())
+                        .bind(now),
+                )
                 .await?
-                .rows_affected()
                 == 1;
             if ended {
-                audit::insert(&mut *tx, audit, Some(batch_id.as_str()), now).await?;
+                audit::insert(tx.on(), audit, Some(batch_id.as_str()), now).await?;
                 tx.commit().await?;
             }
             Ok(ended)
-        })
+        }
     }
 
     /// Lets the heartbeat lapse now (a graceful stop): the batch shows as interrupted.
@@ -506,10 +487,11 @@ impl BulkRedrives<'_> {
         runner: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(RELEASE).bind(batch_id.as_str()).bind(runner).bind(now)
-                .execute(pool).await.map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(sql(RELEASE).bind(batch_id.as_str()).bind(runner).bind(now))
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
@@ -522,19 +504,21 @@ impl BulkRedrives<'_> {
         now: i64,
         lease_until: i64,
     ) -> Result<bool, StoreError> {
-        let taken = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(TAKE_OVER)
-                .bind(batch_id.as_str())
-                .bind(runner)
-                .bind(now)
-                .bind(lease_until)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+        let taken = {
+            let mut tx = self.pool.begin().await?;
+            let n = tx
+                .on()
+                .execute(
+                    sql(TAKE_OVER)
+                        .bind(batch_id.as_str())
+                        .bind(runner)
+                        .bind(now)
+                        .bind(lease_until),
+                )
+                .await?;
             tx.commit().await?;
             n
-        });
+        };
         Ok(taken == 1)
     }
 
@@ -548,66 +532,72 @@ impl BulkRedrives<'_> {
         now: i64,
     ) -> Result<CancelMark, StoreError> {
         let actor = audit.actor.to_string();
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let mark = if sqlx::query(MARK_CANCEL)
-                .bind(batch_id.as_str())
-                .bind(&actor)
-                .bind(now)
-                .execute(&mut *tx)
+        {
+            let mut tx = self.pool.begin().await?;
+            let mark = if tx
+                .on()
+                .execute(
+                    sql(MARK_CANCEL)
+                        .bind(batch_id.as_str())
+                        .bind(&actor)
+                        .bind(now),
+                )
                 .await?
-                .rows_affected()
                 == 1
             {
                 CancelMark::Requested
-            } else if sqlx::query(CANCEL_NOW)
-                .bind(batch_id.as_str())
-                .bind(&actor)
-                .bind(now)
-                .execute(&mut *tx)
+            } else if tx
+                .on()
+                .execute(
+                    sql(CANCEL_NOW)
+                        .bind(batch_id.as_str())
+                        .bind(&actor)
+                        .bind(now),
+                )
                 .await?
-                .rows_affected()
                 == 1
             {
                 CancelMark::CancelledNow
             } else {
-                let state: Option<String> =
-                    sqlx::query_scalar("SELECT state FROM bulk_redrives WHERE batch_id = $1")
-                        .bind(batch_id.as_str())
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                let state: Option<String> = tx
+                    .on()
+                    .optional_value(
+                        sql("SELECT state FROM bulk_redrives WHERE batch_id = $1")
+                            .bind(batch_id.as_str()),
+                    )
+                    .await?;
                 match state {
                     None => CancelMark::NotFound,
                     Some(state) => {
-                        CancelMark::AlreadyOver(state.parse().map_err(StoreError::Corrupt)?)
+                        CancelMark::AlreadyOver(state.parse().map_err(StoreError::UnknownValue)?)
                     }
                 }
             };
             if matches!(mark, CancelMark::Requested | CancelMark::CancelledNow) {
-                audit::insert(&mut *tx, audit, Some(batch_id.as_str()), now).await?;
+                audit::insert(tx.on(), audit, Some(batch_id.as_str()), now).await?;
             }
             tx.commit().await?;
             Ok(mark)
-        })
+        }
     }
 
     pub async fn get(self, batch_id: &BatchId, now: i64) -> Result<Option<BatchView>, StoreError> {
-        let sql = format!("SELECT {BATCH_COLUMNS} FROM bulk_redrives WHERE batch_id = $1");
-        let row: Option<BatchRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(batch_id.as_str()).fetch_optional(pool).await
-        })?;
+        let statement = format!("SELECT {BATCH_COLUMNS} FROM bulk_redrives WHERE batch_id = $1");
+        let row: Option<BatchRow> = self
+            .pool
+            .on()
+            .optional(sql(&statement).bind(batch_id.as_str()))
+            .await?;
         row.map(|r| r.view(now)).transpose()
     }
 
     /// The latest batches, newest first.
     pub async fn recent(self, now: i64, limit: i64) -> Result<Vec<BatchView>, StoreError> {
-        let sql = format!(
+        let statement = format!(
             "SELECT {BATCH_COLUMNS} FROM bulk_redrives \
              ORDER BY created_at DESC, batch_id DESC LIMIT $1"
         );
-        let rows: Vec<BatchRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(limit).fetch_all(pool).await
-        })?;
+        let rows: Vec<BatchRow> = self.pool.on().all(sql(&statement).bind(limit)).await?;
         rows.into_iter().map(|r| r.view(now)).collect()
     }
 
@@ -629,20 +619,22 @@ impl BulkRedrives<'_> {
             outcome: String,
             detail: Option<String>,
         }
-        let rows: Vec<Row> = on_pool!(self, pool => {
-            sqlx::query_as(SQL)
-                .bind(batch_id.as_str())
-                .bind(outcome.map(ItemOutcome::as_str).unwrap_or(""))
-                .bind(limit)
-                .fetch_all(pool)
-                .await
-        })?;
+        let rows: Vec<Row> = self
+            .pool
+            .on()
+            .all(
+                sql(SQL)
+                    .bind(batch_id.as_str())
+                    .bind(outcome.map(ItemOutcome::as_str).unwrap_or(""))
+                    .bind(limit),
+            )
+            .await?;
         rows.into_iter()
             .map(|r| {
                 let outcome = if r.outcome.is_empty() {
                     None
                 } else {
-                    Some(r.outcome.parse().map_err(StoreError::Corrupt)?)
+                    Some(r.outcome.parse().map_err(StoreError::UnknownValue)?)
                 };
                 Ok(BatchItemView {
                     seq: r.seq,

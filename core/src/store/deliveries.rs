@@ -1,32 +1,16 @@
 //! Writing deliveries and claims: the one transaction the webhook answers after.
 
-use super::{BeginWrite, Claims, Write};
+use super::{BeginWrite, Claims, Pool, Write};
 use crate::error::StoreError;
 use crate::ids::{EventId, ObjectId};
+use crate::webhook::terms::{Term, TermKind};
 use crate::webhook::{ActionKey, DeliveryOutcome, Envelope};
 
 /// How many delivery rows one event id may accumulate. Stripe retries a handful of times;
 /// past this, a replayed delivery is still answered but no longer logged row by row.
 pub const DELIVERIES_KEPT_PER_EVENT: i64 = 20;
 
-/// Where a claim (and the delivery row logging it) came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClaimSource {
-    /// Stripe delivered the event to the webhook.
-    #[default]
-    Webhook,
-    /// The reconciler fetched it from Stripe's API after deliveries failed.
-    Reconcile,
-}
-
-impl ClaimSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimSource::Webhook => "webhook",
-            ClaimSource::Reconcile => "reconcile",
-        }
-    }
-}
+pub use crate::claim::ClaimSource;
 
 /// What the claim insert found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +65,7 @@ pub enum WriteResult {
 }
 
 /// One row of the delivery log.
-struct DeliveryRow<'a> {
+struct NewDelivery<'a> {
     event_id: Option<&'a str>,
     event_type: Option<&'a str>,
     object_id: Option<&'a str>,
@@ -92,14 +76,14 @@ struct DeliveryRow<'a> {
     source: ClaimSource,
 }
 
-impl<'a> DeliveryRow<'a> {
+impl<'a> NewDelivery<'a> {
     fn new(
         envelope: Option<&'a Envelope>,
         outcome: DeliveryOutcome,
         detail: Option<&'a str>,
         received_at: i64,
-    ) -> DeliveryRow<'a> {
-        DeliveryRow {
+    ) -> NewDelivery<'a> {
+        NewDelivery {
             event_id: envelope.map(|e| e.id.as_str()),
             event_type: envelope.map(|e| e.event_type.as_str()),
             object_id: envelope
@@ -117,8 +101,8 @@ impl<'a> DeliveryRow<'a> {
 const INSERT_CLAIM: &str = "\
     INSERT INTO processed_stripe_events \
         (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
-         stripe_created, livemode, received_at, payload, source) \
-    VALUES ($1, $2, $3, $8, 'processing', 0, $4, $5, $6, $4, $7, $9) \
+         stripe_created, livemode, received_at, payload, source, terms_indexed) \
+    VALUES ($1, $2, $3, $8, 'processing', 0, $4, $5, $6, $4, $7, $9, TRUE) \
     ON CONFLICT DO NOTHING";
 
 /// Counts a repeated delivery on its claim. The row lock it takes on PostgreSQL also
@@ -131,6 +115,12 @@ const FIND_ACTION: &str = "SELECT event_id FROM processed_stripe_events \
     WHERE object_id = $2 AND event_type = $3 AND action_key = $1";
 
 const COUNT_DELIVERIES: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE event_id = $1";
+
+const UNINDEXED: &str = "SELECT event_id, object_id, payload FROM processed_stripe_events \
+    WHERE NOT terms_indexed ORDER BY received_at LIMIT $1";
+
+const MARK_INDEXED: &str =
+    "UPDATE processed_stripe_events SET terms_indexed = TRUE WHERE event_id = $1";
 
 const INSERT_DELIVERY: &str = "\
     INSERT INTO webhook_deliveries \
@@ -147,7 +137,11 @@ trait IngestTx {
     /// The event id holding the action `(object_id, event_type, step)`.
     fn find_action<'a>(&'a mut self, claim: ClaimRow<'a>) -> Write<'a, Option<String>>;
     fn count_deliveries<'a>(&'a mut self, event_id: &'a str) -> Write<'a, i64>;
-    fn insert_delivery<'a>(&'a mut self, row: &'a DeliveryRow<'a>) -> Write<'a, ()>;
+    fn insert_delivery<'a>(&'a mut self, row: &'a NewDelivery<'a>) -> Write<'a, ()>;
+    /// Up to `limit` claims written without their search terms, oldest first: (event id,
+    /// object id, payload).
+    fn unindexed<'a>(&'a mut self, limit: i64) -> Write<'a, Vec<(String, String, String)>>;
+    fn mark_indexed<'a>(&'a mut self, event_id: &'a str) -> Write<'a, ()>;
 }
 
 /// The columns of one claim insert.
@@ -211,7 +205,7 @@ macro_rules! impl_ingest_tx {
                 })
             }
 
-            fn insert_delivery<'a>(&'a mut self, row: &'a DeliveryRow<'a>) -> Write<'a, ()> {
+            fn insert_delivery<'a>(&'a mut self, row: &'a NewDelivery<'a>) -> Write<'a, ()> {
                 Box::pin(async move {
                     sqlx::query(INSERT_DELIVERY)
                         .bind(row.event_id)
@@ -222,6 +216,25 @@ macro_rules! impl_ingest_tx {
                         .bind(row.detail)
                         .bind(row.received_at)
                         .bind(row.source.as_str())
+                        .execute(&mut **self)
+                        .await?;
+                    Ok(())
+                })
+            }
+
+            fn unindexed<'a>(&'a mut self, limit: i64) -> Write<'a, Vec<(String, String, String)>> {
+                Box::pin(async move {
+                    Ok(sqlx::query_as(UNINDEXED)
+                        .bind(limit)
+                        .fetch_all(&mut **self)
+                        .await?)
+                })
+            }
+
+            fn mark_indexed<'a>(&'a mut self, event_id: &'a str) -> Write<'a, ()> {
+                Box::pin(async move {
+                    sqlx::query(MARK_INDEXED)
+                        .bind(event_id)
                         .execute(&mut **self)
                         .await?;
                     Ok(())
@@ -238,7 +251,7 @@ impl_ingest_tx!(sqlx::Postgres);
 /// have its share of rows (callers that know the count already pass `false`).
 async fn log_delivery<T: IngestTx + Send>(
     tx: &mut T,
-    row: &DeliveryRow<'_>,
+    row: &NewDelivery<'_>,
     counted: bool,
 ) -> Result<(), StoreError> {
     let kept = match row.event_id {
@@ -253,7 +266,7 @@ async fn log_delivery<T: IngestTx + Send>(
 
 /// Applies one write inside the open transaction `tx`. A unique violation on the event id
 /// or on the action key is a duplicate, never an error.
-async fn apply_write<T: IngestTx + Send>(
+async fn apply_write<T: IngestTx + BulkIngestTx + Send>(
     tx: &mut T,
     op: &WriteOp,
 ) -> Result<WriteResult, StoreError> {
@@ -266,7 +279,7 @@ async fn apply_write<T: IngestTx + Send>(
         } = op
         {
             let row =
-                DeliveryRow::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
+                NewDelivery::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
             log_delivery(tx, &row, true).await?;
         }
         return Ok(WriteResult::Recorded);
@@ -278,6 +291,9 @@ async fn apply_write<T: IngestTx + Send>(
         ..
     } = claim;
     let inserted = tx.insert_claim(claim).await?;
+    if inserted == 1 {
+        tx.insert_terms(&terms_of(&[claim])).await?;
+    }
     let repeats = if inserted == 1 {
         None
     } else {
@@ -289,13 +305,16 @@ async fn apply_write<T: IngestTx + Send>(
         ClaimOutcome::DuplicateEvent
     } else {
         let original = tx.find_action(claim).await?.ok_or_else(|| {
-            StoreError::Corrupt(format!(
+            StoreError::Inconsistent(format!(
                 "claim insert for {} conflicted, but no conflicting claim exists",
                 envelope.id
             ))
         })?;
         ClaimOutcome::DuplicateAction {
-            original: EventId::parse(original).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            original: EventId::parse(original).map_err(|source| StoreError::BadStoredId {
+                what: "event id",
+                source,
+            })?,
         }
     };
     let delivery_outcome = match outcome {
@@ -303,7 +322,7 @@ async fn apply_write<T: IngestTx + Send>(
         ClaimOutcome::DuplicateEvent => DeliveryOutcome::DuplicateEvent,
         ClaimOutcome::DuplicateAction { .. } => DeliveryOutcome::DuplicateAction,
     };
-    let mut row = DeliveryRow::new(Some(envelope), delivery_outcome, None, received_at);
+    let mut row = NewDelivery::new(Some(envelope), delivery_outcome, None, received_at);
     row.source = source;
     if let ClaimOutcome::DuplicateAction { original } = &outcome {
         row.duplicate_of = Some(original.as_str());
@@ -321,8 +340,8 @@ async fn apply_write<T: IngestTx + Send>(
 const BULK_INSERT_CLAIMS_POSTGRES: &str = "\
     INSERT INTO processed_stripe_events \
         (event_id, event_type, object_id, action_key, status, attempts, next_attempt_at, \
-         stripe_created, livemode, received_at, payload, source) \
-    SELECT e, t, o, a, 'processing', 0, r, c, l, r, p, s \
+         stripe_created, livemode, received_at, payload, source, terms_indexed) \
+    SELECT e, t, o, a, 'processing', 0, r, c, l, r, p, s, TRUE \
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::bool[], \
                 $7::text[], $8::text[], $9::text[]) AS u(e, t, o, r, c, l, p, a, s) \
     ON CONFLICT DO NOTHING \
@@ -334,6 +353,28 @@ const BULK_INSERT_CLAIMED_DELIVERIES_POSTGRES: &str = "\
     SELECT e, t, o, 'claimed', r, s \
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[]) AS u(e, t, o, r, s)";
 
+const BULK_INSERT_TERMS_POSTGRES: &str = "\
+    INSERT INTO claim_terms (term, event_id, kind) \
+    SELECT t, e, k FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(t, e, k) \
+    ON CONFLICT DO NOTHING";
+
+/// One row of `claim_terms`: (term, event id, kind).
+type TermRow<'a> = (&'a str, &'a str, &'static str);
+
+/// Every term of `claims`.
+fn terms_of<'a>(claims: &[ClaimRow<'a>]) -> Vec<TermRow<'a>> {
+    claims
+        .iter()
+        .flat_map(|c| {
+            let event = c.envelope.id.as_str();
+            c.envelope
+                .terms
+                .iter()
+                .map(move |t| (t.text.as_str(), event, t.kind.as_str()))
+        })
+        .collect()
+}
+
 /// The set-based statements of a batch, one per backend: PostgreSQL binds one array per
 /// column (`UNNEST`), SQLite one multi-row `VALUES` list.
 trait BulkIngestTx {
@@ -342,6 +383,8 @@ trait BulkIngestTx {
     fn insert_claims<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, Vec<String>>;
     /// Logs a `claimed` delivery for each new claim.
     fn log_claimed<'a>(&'a mut self, claims: &'a [ClaimRow<'a>]) -> Write<'a, ()>;
+    /// Indexes claims by what their payloads name: (term, event id, kind) rows ([`Term`]).
+    fn insert_terms<'a>(&'a mut self, terms: &'a [TermRow<'a>]) -> Write<'a, ()>;
 }
 
 impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Postgres> {
@@ -387,6 +430,27 @@ impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Postgres> {
             Ok(())
         })
     }
+
+    fn insert_terms<'a>(&'a mut self, rows: &'a [TermRow<'a>]) -> Write<'a, ()> {
+        Box::pin(async move {
+            let (mut terms, mut events, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+            for (term, event, kind) in rows {
+                terms.push(*term);
+                events.push(*event);
+                kinds.push(*kind);
+            }
+            if terms.is_empty() {
+                return Ok(());
+            }
+            sqlx::query(BULK_INSERT_TERMS_POSTGRES)
+                .bind(terms)
+                .bind(events)
+                .bind(kinds)
+                .execute(&mut **self)
+                .await?;
+            Ok(())
+        })
+    }
 }
 
 impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Sqlite> {
@@ -395,7 +459,8 @@ impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Sqlite> {
             let mut insert = sqlx::QueryBuilder::new(
                 "INSERT INTO processed_stripe_events \
                  (event_id, event_type, object_id, action_key, status, attempts, \
-                  next_attempt_at, stripe_created, livemode, received_at, payload, source) ",
+                  next_attempt_at, stripe_created, livemode, received_at, payload, source, \
+                  terms_indexed) ",
             );
             insert.push_values(claims, |mut row, c| {
                 row.push_bind(c.envelope.id.as_str())
@@ -409,7 +474,8 @@ impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Sqlite> {
                     .push_bind(c.envelope.livemode)
                     .push_bind(c.received_at)
                     .push_bind(c.payload)
-                    .push_bind(c.source.as_str());
+                    .push_bind(c.source.as_str())
+                    .push_bind(true);
             });
             insert.push(" ON CONFLICT DO NOTHING RETURNING event_id");
             Ok(insert.build_query_scalar().fetch_all(&mut **self).await?)
@@ -434,9 +500,25 @@ impl BulkIngestTx for sqlx::Transaction<'static, sqlx::Sqlite> {
             Ok(())
         })
     }
+
+    fn insert_terms<'a>(&'a mut self, rows: &'a [TermRow<'a>]) -> Write<'a, ()> {
+        Box::pin(async move {
+            // Three values a term, within SQLite's 32,766 per statement.
+            for chunk in rows.chunks(8192) {
+                let mut insert =
+                    sqlx::QueryBuilder::new("INSERT INTO claim_terms (term, event_id, kind) ");
+                insert.push_values(chunk, |mut row, (term, event, kind)| {
+                    row.push_bind(*term).push_bind(*event).push_bind(*kind);
+                });
+                insert.push(" ON CONFLICT DO NOTHING");
+                insert.build().execute(&mut **self).await?;
+            }
+            Ok(())
+        })
+    }
 }
 
-/// Claims a batch writes set-based at most: a multi-row statement binds 12 values a claim and
+/// Claims a batch writes set-based at most: a multi-row statement binds 13 values a claim and
 /// SQLite allows 32,766 in one statement.
 const BULK_MAX_CLAIMS: usize = 1024;
 
@@ -447,21 +529,75 @@ impl Claims<'_> {
             .iter()
             .filter(|op| matches!(op, WriteOp::Claim { .. }))
             .count();
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let results = if claims > 1 && claims <= BULK_MAX_CLAIMS {
-                bulk_apply(&mut tx, ops).await?
-            } else {
-                let mut results = Vec::with_capacity(ops.len());
-                for op in ops {
-                    results.push(apply_write(&mut tx, op).await?);
-                }
-                results
-            };
-            tx.commit().await?;
-            Ok(results)
-        })
+        // The statements differ per backend (see `BulkIngestTx`); the chain does not.
+        match &self.pool {
+            Pool::Sqlite(db) => apply_all(db.begin_write().await?, ops, claims).await,
+            Pool::Postgres(pool) => apply_all(pool.begin_write().await?, ops, claims).await,
+        }
     }
+}
+
+impl Claims<'_> {
+    /// Indexes up to `batch` claims that were written without their search terms (before
+    /// the terms existed, or by a version that does not write them), oldest first, in one
+    /// transaction. Returns how many it indexed; 0 when every claim is indexed.
+    pub async fn index_unindexed(self, batch: i64) -> Result<usize, StoreError> {
+        match &self.pool {
+            Pool::Sqlite(db) => index_batch(db.begin_write().await?, batch).await,
+            Pool::Postgres(pool) => index_batch(pool.begin_write().await?, batch).await,
+        }
+    }
+}
+
+async fn index_batch<DB: sqlx::Database>(
+    mut tx: sqlx::Transaction<'static, DB>,
+    batch: i64,
+) -> Result<usize, StoreError>
+where
+    sqlx::Transaction<'static, DB>: IngestTx + BulkIngestTx + Send,
+{
+    let claims = tx.unindexed(batch).await?;
+    for (event_id, object_id, payload) in &claims {
+        // The payload's terms, read by the same rule as at claim time; a pruned payload
+        // still has its object's id.
+        let terms = match Envelope::parse(payload.as_bytes()) {
+            Ok(envelope) => envelope.terms,
+            Err(_) => {
+                let kind = TermKind::of_stripe_id(object_id).unwrap_or(TermKind::Object);
+                Term::new(kind, object_id).into_iter().collect()
+            }
+        };
+        let rows: Vec<TermRow<'_>> = terms
+            .iter()
+            .map(|t| (t.text.as_str(), event_id.as_str(), t.kind.as_str()))
+            .collect();
+        tx.insert_terms(&rows).await?;
+        tx.mark_indexed(event_id).await?;
+    }
+    tx.commit().await?;
+    Ok(claims.len())
+}
+
+/// Applies `ops` in `tx` and commits: in bulk when there are several claims.
+async fn apply_all<DB: sqlx::Database>(
+    mut tx: sqlx::Transaction<'static, DB>,
+    ops: &[&WriteOp],
+    claims: usize,
+) -> Result<Vec<WriteResult>, StoreError>
+where
+    sqlx::Transaction<'static, DB>: IngestTx + BulkIngestTx + Send,
+{
+    let results = if claims > 1 && claims <= BULK_MAX_CLAIMS {
+        bulk_apply(&mut tx, ops).await?
+    } else {
+        let mut results = Vec::with_capacity(ops.len());
+        for op in ops {
+            results.push(apply_write(&mut tx, op).await?);
+        }
+        results
+    };
+    tx.commit().await?;
+    Ok(results)
 }
 
 /// A batch with several claims: one statement inserts every new claim and one logs their
@@ -491,6 +627,7 @@ async fn bulk_apply<T: IngestTx + BulkIngestTx + Send>(
     }
     if !logged.is_empty() {
         tx.log_claimed(&logged).await?;
+        tx.insert_terms(&terms_of(&logged)).await?;
     }
 
     let mut results = Vec::with_capacity(ops.len());

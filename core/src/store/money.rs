@@ -102,12 +102,8 @@ const CLOSE_DISPUTE: &str = "\
     UPDATE orders SET dispute_id = $2, dispute_status = $3, updated_at = $4 \
     WHERE order_id = $1 AND (dispute_id IS NULL OR dispute_id = $2 OR dispute_status = 'won')";
 
-fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
-
 fn out_of_range(order_id: &str) -> impl Fn(OutOfRange) -> StoreError + '_ {
-    move |e| StoreError::Corrupt(format!("order {order_id}: {e}"))
+    move |e| StoreError::OutOfRange(format!("order {order_id}: {e}"))
 }
 
 /// Writes in a transaction that holds the order's row lock (SQLite: the database write lock
@@ -332,17 +328,16 @@ struct Settlement {
 fn settlement(order_id: &str, row: MoneyRow) -> Result<Settlement, StoreError> {
     let (credits, amount, refunded, dispute, status, failed, unlocks, refund_sum, dispute_sum) =
         row;
-    let status: OrderStatus = status.parse().map_err(corrupt)?;
+    let status: OrderStatus = status.parse().map_err(StoreError::UnknownValue)?;
     if unlocks == 0 || !status.is_paid() {
         // Nothing granted, nothing to take back; the facts wait for the unlock.
         return Ok(Settlement::default());
     }
     let dispute = match dispute.as_deref() {
         None => None,
-        Some(text) => Some(
-            DisputeStatus::parse(text)
-                .ok_or_else(|| corrupt(format!("order {order_id}: dispute status '{text}'")))?,
-        ),
+        Some(text) => Some(DisputeStatus::parse(text).ok_or_else(|| {
+            StoreError::UnknownValue(format!("order {order_id}: dispute status '{text}'"))
+        })?),
     };
     let facts = MoneyFacts {
         credits,
@@ -356,7 +351,7 @@ fn settlement(order_id: &str, row: MoneyRow) -> Result<Settlement, StoreError> {
     // The ledger's sums are negative (credits taken); the targets are positive.
     let change = |sum: i64, target: i64| {
         sum.checked_add(target)
-            .ok_or_else(|| corrupt(format!("order {order_id}: ledger out of range")))
+            .ok_or_else(|| StoreError::OutOfRange(format!("order {order_id}: the ledger")))
     };
     let steps = [
         step(

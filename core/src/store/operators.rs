@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use super::{BeginWrite, Operators, Sessions};
+use super::query::sql;
+use super::{Operators, Sessions};
 use crate::auth::Role;
 use crate::error::StoreError;
 use crate::language::Language;
@@ -58,13 +59,13 @@ fn operator_row(row: OperatorRow) -> Result<OperatorCredentials, StoreError> {
     ) = row;
     Ok(OperatorCredentials {
         operator: OperatorView {
-            role: role.parse().map_err(StoreError::Corrupt)?,
+            role: role.parse().map_err(StoreError::UnknownValue)?,
             username,
             created_at,
             disabled_at,
             two_factor: enabled_at.is_some(),
             language: language
-                .map(|l| l.parse().map_err(StoreError::Corrupt))
+                .map(|l| l.parse().map_err(StoreError::UnknownValue))
                 .transpose()?,
             time_zone,
         },
@@ -89,10 +90,17 @@ impl Operators<'_> {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "INSERT INTO operators (username, password_hash, role, created_at) \
                            VALUES ($1, $2, $3, $4) ON CONFLICT (username) DO NOTHING";
-        let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(username).bind(password_hash).bind(role.as_str()).bind(now)
-                .execute(pool).await.map(|r| r.rows_affected())
-        })?;
+        let n = self
+            .pool
+            .on()
+            .execute(
+                sql(SQL)
+                    .bind(username)
+                    .bind(password_hash)
+                    .bind(role.as_str())
+                    .bind(now),
+            )
+            .await?;
         Ok(n == 1)
     }
 
@@ -106,10 +114,16 @@ impl Operators<'_> {
         time_zone: Option<&str>,
     ) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE operators SET language = $2, time_zone = $3 WHERE username = $1";
-        let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(username).bind(language.map(Language::tag)).bind(time_zone)
-                .execute(pool).await.map(|r| r.rows_affected())
-        })?;
+        let n = self
+            .pool
+            .on()
+            .execute(
+                sql(SQL)
+                    .bind(username)
+                    .bind(language.map(Language::tag))
+                    .bind(time_zone),
+            )
+            .await?;
         Ok(n == 1)
     }
 
@@ -117,18 +131,18 @@ impl Operators<'_> {
         self,
         username: &str,
     ) -> Result<Option<OperatorCredentials>, StoreError> {
-        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE username = $1");
-        let row: Option<OperatorRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(username).fetch_optional(pool).await
-        })?;
+        let statement = format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE username = $1");
+        let row: Option<OperatorRow> = self
+            .pool
+            .on()
+            .optional(sql(&statement).bind(username))
+            .await?;
         row.map(operator_row).transpose()
     }
 
     pub async fn list(self) -> Result<Vec<OperatorView>, StoreError> {
-        let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY username");
-        let rows: Vec<OperatorRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).fetch_all(pool).await
-        })?;
+        let statement = format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY username");
+        let rows: Vec<OperatorRow> = self.pool.on().all(sql(&statement)).await?;
         rows.into_iter()
             .map(|row| operator_row(row).map(|c| c.operator))
             .collect()
@@ -141,10 +155,11 @@ impl Operators<'_> {
         password_hash: &str,
     ) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE operators SET password_hash = $2 WHERE username = $1";
-        let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(username).bind(password_hash).execute(pool).await
-                .map(|r| r.rows_affected())
-        })?;
+        let n = self
+            .pool
+            .on()
+            .execute(sql(SQL).bind(username).bind(password_hash))
+            .await?;
         Ok(n == 1)
     }
 
@@ -158,16 +173,17 @@ impl Operators<'_> {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE operators SET disabled_at = $2 WHERE username = $1";
         let at = disabled.then_some(now);
-        let n = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(SQL).bind(username).bind(at).execute(&mut *tx).await?
-                .rows_affected();
+        let n = {
+            let mut tx = self.pool.begin().await?;
+            let n = tx.on().execute(sql(SQL).bind(username).bind(at)).await?;
             if disabled {
-                sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
+                tx.on()
+                    .execute(sql(DELETE_SESSIONS_OF).bind(username))
+                    .await?;
             }
             tx.commit().await?;
             n
-        });
+        };
         Ok(n == 1)
     }
 
@@ -175,14 +191,16 @@ impl Operators<'_> {
     pub async fn remove(self, username: &str) -> Result<bool, StoreError> {
         const SQL: &str = "DELETE FROM operators WHERE username = $1";
         const CODES: &str = "DELETE FROM recovery_codes WHERE username = $1";
-        let n = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            sqlx::query(CODES).bind(username).execute(&mut *tx).await?;
-            let n = sqlx::query(SQL).bind(username).execute(&mut *tx).await?.rows_affected();
-            sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
+        let n = {
+            let mut tx = self.pool.begin().await?;
+            tx.on().execute(sql(CODES).bind(username)).await?;
+            let n = tx.on().execute(sql(SQL).bind(username)).await?;
+            tx.on()
+                .execute(sql(DELETE_SESSIONS_OF).bind(username))
+                .await?;
             tx.commit().await?;
             n
-        });
+        };
         Ok(n == 1)
     }
 
@@ -195,10 +213,11 @@ impl Operators<'_> {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE operators SET totp_secret = $2, totp_last_step = NULL \
                            WHERE username = $1 AND totp_enabled_at IS NULL";
-        let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(username).bind(secret.as_base32()).execute(pool).await
-                .map(|r| r.rows_affected())
-        })?;
+        let n = self
+            .pool
+            .on()
+            .execute(sql(SQL).bind(username).bind(secret.as_base32()))
+            .await?;
         Ok(n == 1)
     }
 
@@ -216,20 +235,23 @@ impl Operators<'_> {
         const CLEAR: &str = "DELETE FROM recovery_codes WHERE username = $1";
         const ADD: &str = "INSERT INTO recovery_codes (username, code_hash, created_at) \
                            VALUES ($1, $2, $3)";
-        let n = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(ENABLE).bind(username).bind(now).bind(step)
-                .execute(&mut *tx).await?.rows_affected();
+        let n = {
+            let mut tx = self.pool.begin().await?;
+            let n = tx
+                .on()
+                .execute(sql(ENABLE).bind(username).bind(now).bind(step))
+                .await?;
             if n == 1 {
-                sqlx::query(CLEAR).bind(username).execute(&mut *tx).await?;
+                tx.on().execute(sql(CLEAR).bind(username)).await?;
                 for hash in recovery_hashes {
-                    sqlx::query(ADD).bind(username).bind(hash).bind(now)
-                        .execute(&mut *tx).await?;
+                    tx.on()
+                        .execute(sql(ADD).bind(username).bind(hash).bind(now))
+                        .await?;
                 }
             }
             tx.commit().await?;
             n
-        });
+        };
         Ok(n == 1)
     }
 
@@ -238,13 +260,12 @@ impl Operators<'_> {
     pub async fn accept_totp_step(self, username: &str, step: i64) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE operators SET totp_last_step = $2 WHERE username = $1 \
             AND totp_enabled_at IS NOT NULL AND (totp_last_step IS NULL OR totp_last_step < $2)";
-        let n = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(SQL).bind(username).bind(step).execute(&mut *tx).await?
-                .rows_affected();
+        let n = {
+            let mut tx = self.pool.begin().await?;
+            let n = tx.on().execute(sql(SQL).bind(username).bind(step)).await?;
             tx.commit().await?;
             n
-        });
+        };
         Ok(n == 1)
     }
 
@@ -257,13 +278,15 @@ impl Operators<'_> {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE recovery_codes SET used_at = $3 \
             WHERE username = $1 AND code_hash = $2 AND used_at IS NULL";
-        let n = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(SQL).bind(username).bind(code_hash).bind(now)
-                .execute(&mut *tx).await?.rows_affected();
+        let n = {
+            let mut tx = self.pool.begin().await?;
+            let n = tx
+                .on()
+                .execute(sql(SQL).bind(username).bind(code_hash).bind(now))
+                .await?;
             tx.commit().await?;
             n
-        });
+        };
         Ok(n == 1)
     }
 
@@ -271,9 +294,7 @@ impl Operators<'_> {
     pub async fn recovery_codes_left(self, username: &str) -> Result<i64, StoreError> {
         const SQL: &str =
             "SELECT COUNT(*) FROM recovery_codes WHERE username = $1 AND used_at IS NULL";
-        let n = on_pool!(self, pool => {
-            sqlx::query_scalar(SQL).bind(username).fetch_one(pool).await
-        })?;
+        let n = self.pool.on().value(sql(SQL).bind(username)).await?;
         Ok(n)
     }
 
@@ -283,14 +304,16 @@ impl Operators<'_> {
         const RESET: &str = "UPDATE operators SET totp_secret = NULL, totp_enabled_at = NULL, \
                              totp_last_step = NULL WHERE username = $1";
         const CODES: &str = "DELETE FROM recovery_codes WHERE username = $1";
-        let n = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(RESET).bind(username).execute(&mut *tx).await?.rows_affected();
-            sqlx::query(CODES).bind(username).execute(&mut *tx).await?;
-            sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(&mut *tx).await?;
+        let n = {
+            let mut tx = self.pool.begin().await?;
+            let n = tx.on().execute(sql(RESET).bind(username)).await?;
+            tx.on().execute(sql(CODES).bind(username)).await?;
+            tx.on()
+                .execute(sql(DELETE_SESSIONS_OF).bind(username))
+                .await?;
             tx.commit().await?;
             n
-        });
+        };
         Ok(n == 1)
     }
 }
@@ -298,19 +321,22 @@ impl Operators<'_> {
 impl Sessions<'_> {
     /// Ends every session of `username` (sign out everywhere); returns how many.
     pub async fn delete_of(self, username: &str) -> Result<u64, StoreError> {
-        let n = on_pool!(self, pool => {
-            sqlx::query(DELETE_SESSIONS_OF).bind(username).execute(pool).await
-                .map(|r| r.rows_affected())
-        })?;
+        let n = self
+            .pool
+            .on()
+            .execute(sql(DELETE_SESSIONS_OF).bind(username))
+            .await?;
         Ok(n)
     }
 
     /// A live session record (its JSON), if any.
     pub async fn load(self, id: &str, now: i64) -> Result<Option<String>, StoreError> {
         const SQL: &str = "SELECT data FROM dashboard_sessions WHERE id = $1 AND expires_at > $2";
-        let data = on_pool!(self, pool => {
-            sqlx::query_scalar(SQL).bind(id).bind(now).fetch_optional(pool).await
-        })?;
+        let data = self
+            .pool
+            .on()
+            .optional_value(sql(SQL).bind(id).bind(now))
+            .await?;
         Ok(data)
     }
 
@@ -330,25 +356,34 @@ impl Sessions<'_> {
                               VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING";
         const SAVE: &str = "UPDATE dashboard_sessions \
                             SET data = $2, expires_at = $3, username = $4 WHERE id = $1";
-        let sql = if create { CREATE } else { SAVE };
-        let n = on_pool!(self, pool => {
-            sqlx::query(sql).bind(id).bind(data).bind(expires_at).bind(username)
-                .execute(pool).await.map(|r| r.rows_affected())
-        })?;
+        let statement = if create { CREATE } else { SAVE };
+        let n = self
+            .pool
+            .on()
+            .execute(
+                sql(statement)
+                    .bind(id)
+                    .bind(data)
+                    .bind(expires_at)
+                    .bind(username),
+            )
+            .await?;
         Ok(n == 1)
     }
 
     pub async fn delete(self, id: &str) -> Result<(), StoreError> {
         const SQL: &str = "DELETE FROM dashboard_sessions WHERE id = $1";
-        on_pool!(self, pool => sqlx::query(SQL).bind(id).execute(pool).await.map(|_| ()))?;
+        self.pool
+            .on()
+            .execute(sql(SQL).bind(id))
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
     pub async fn delete_expired(self, now: i64) -> Result<u64, StoreError> {
         const SQL: &str = "DELETE FROM dashboard_sessions WHERE expires_at <= $1";
-        let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(now).execute(pool).await.map(|r| r.rows_affected())
-        })?;
+        let n = self.pool.on().execute(sql(SQL).bind(now)).await?;
         Ok(n)
     }
 }

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::money::{MoneyTx, StepSource};
-use super::{BeginWrite, Orders, StripeRequests};
+use super::query::sql;
+use super::{BeginWrite, Orders, Pool, StripeRequests};
 use crate::error::StoreError;
 use crate::ids::OrderId;
 pub use crate::outgoing::RequestStatus;
@@ -103,7 +104,7 @@ fn request_view(row: RequestRow) -> Result<StripeRequestView, StoreError> {
     Ok(StripeRequestView {
         amount,
         expired_at,
-        status: status.parse().map_err(StoreError::Corrupt)?,
+        status: status.parse().map_err(StoreError::UnknownValue)?,
         idempotency_key,
         operation,
         order_id,
@@ -167,26 +168,29 @@ impl Orders<'_> {
     /// package and customer is the same request again.
     pub async fn create(self, order: &NewOrder, now: i64) -> Result<OrderCreation, StoreError> {
         let email = order.customer_email.trim().to_lowercase();
-        let inserted = on_pool!(self, pool => {
-            sqlx::query(INSERT_ORDER)
-                .bind(order.order_id.as_str())
-                .bind(email.as_str())
-                .bind(order.package.as_str())
-                .bind(order.credits)
-                .bind(order.amount)
-                .bind(order.currency.as_str())
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
-        })?;
+        let inserted = self
+            .pool
+            .on()
+            .execute(
+                sql(INSERT_ORDER)
+                    .bind(order.order_id.as_str())
+                    .bind(email.as_str())
+                    .bind(order.package.as_str())
+                    .bind(order.credits)
+                    .bind(order.amount)
+                    .bind(order.currency.as_str())
+                    .bind(now),
+            )
+            .await?;
         if inserted == 1 {
             return Ok(OrderCreation::Created);
         }
         const EXISTING: &str = "SELECT package, customer_email FROM orders WHERE order_id = $1";
-        let (package, existing_email): (Option<String>, Option<String>) = on_pool!(self, pool => {
-            sqlx::query_as(EXISTING).bind(order.order_id.as_str()).fetch_one(pool).await
-        })?;
+        let (package, existing_email): (Option<String>, Option<String>) = self
+            .pool
+            .on()
+            .one(sql(EXISTING).bind(order.order_id.as_str()))
+            .await?;
         if package.as_deref() == Some(order.package.as_str())
             && existing_email.as_deref() == Some(email.as_str())
         {
@@ -206,17 +210,18 @@ impl Orders<'_> {
         expires_at: i64,
         now: i64,
     ) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(SET_CHECKOUT)
-                .bind(order_id.as_str())
-                .bind(session_id)
-                .bind(url)
-                .bind(now)
-                .bind(expires_at)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(SET_CHECKOUT)
+                    .bind(order_id.as_str())
+                    .bind(session_id)
+                    .bind(url)
+                    .bind(now)
+                    .bind(expires_at),
+            )
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
@@ -230,25 +235,29 @@ impl Orders<'_> {
         now: i64,
     ) -> Result<(), StoreError> {
         let old_key = crate::stripe::Operation::CheckoutSession { generation }.key(order_id);
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let moved = sqlx::query(NEXT_CHECKOUT)
-                .bind(order_id.as_str())
-                .bind(generation)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+        {
+            let mut tx = self.pool.begin().await?;
+            let moved = tx
+                .on()
+                .execute(
+                    sql(NEXT_CHECKOUT)
+                        .bind(order_id.as_str())
+                        .bind(generation)
+                        .bind(now),
+                )
+                .await?;
             if moved == 1 {
-                sqlx::query(MARK_EXPIRED)
-                    .bind(order_id.as_str())
-                    .bind(old_key.as_str())
-                    .bind(now)
-                    .execute(&mut *tx)
+                tx.on()
+                    .execute(
+                        sql(MARK_EXPIRED)
+                            .bind(order_id.as_str())
+                            .bind(old_key.as_str())
+                            .bind(now),
+                    )
                     .await?;
             }
             tx.commit().await?;
-        });
+        };
         Ok(())
     }
 
@@ -264,20 +273,47 @@ impl Orders<'_> {
         refunded_after: i64,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let settled = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            if !tx.lock_order(order_id.as_str()).await? {
-                return Err(StoreError::Corrupt(format!("order {order_id} vanished")));
+        // Money's statements are bound per backend (`MoneyTx`).
+        let settled = match self.pool {
+            Pool::Sqlite(db) => {
+                refund_settled(db.begin_write().await?, order_id, key, refunded_after, now).await?
             }
-            tx.record_refunded_amount(order_id.as_str(), refunded_after, now).await?;
-            let settled = tx
-                .settle_credits(order_id.as_str(), StepSource::Request(key), now)
-                .await?;
-            tx.commit().await?;
-            settled
-        });
-        Ok(settled.rows > 0)
+            Pool::Postgres(pool) => {
+                refund_settled(
+                    pool.begin_write().await?,
+                    order_id,
+                    key,
+                    refunded_after,
+                    now,
+                )
+                .await?
+            }
+        };
+        Ok(settled)
     }
+}
+
+/// [`Orders::record_refund`] in `tx`: whether a ledger step was written.
+async fn refund_settled<DB: sqlx::Database>(
+    mut tx: sqlx::Transaction<'static, DB>,
+    order_id: &OrderId,
+    key: &str,
+    refunded_after: i64,
+    now: i64,
+) -> Result<bool, StoreError>
+where
+    sqlx::Transaction<'static, DB>: MoneyTx + Send,
+{
+    if !tx.lock_order(order_id.as_str()).await? {
+        return Err(StoreError::Missing(format!("order {order_id}")));
+    }
+    tx.record_refunded_amount(order_id.as_str(), refunded_after, now)
+        .await?;
+    let settled = tx
+        .settle_credits(order_id.as_str(), StepSource::Request(key), now)
+        .await?;
+    tx.commit().await?;
+    Ok(settled.rows > 0)
 }
 
 impl StripeRequests<'_> {
@@ -292,41 +328,38 @@ impl StripeRequests<'_> {
         params_hash: &str,
         now: i64,
     ) -> Result<StripeRequestView, StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(INSERT_REQUEST)
-                .bind(key)
-                .bind(operation)
-                .bind(order_id.as_str())
-                .bind(params_hash)
-                .bind(now)
-                .bind(amount)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(INSERT_REQUEST)
+                    .bind(key)
+                    .bind(operation)
+                    .bind(order_id.as_str())
+                    .bind(params_hash)
+                    .bind(now)
+                    .bind(amount),
+            )
+            .await
+            .map(|_| ())?;
         self.get(key)
             .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("stripe request {key} vanished")))
+            .ok_or_else(|| StoreError::Missing(format!("stripe request {key}")))
     }
 
     pub async fn get(self, key: &str) -> Result<Option<StripeRequestView>, StoreError> {
-        let sql =
+        let statement =
             format!("SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE idempotency_key = $1");
-        let row: Option<RequestRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(key).fetch_optional(pool).await
-        })?;
+        let row: Option<RequestRow> = self.pool.on().optional(sql(&statement).bind(key)).await?;
         row.map(request_view).transpose()
     }
 
     /// Every request recorded for an order, oldest first.
     pub async fn for_order(self, order_id: &str) -> Result<Vec<StripeRequestView>, StoreError> {
-        let sql = format!(
+        let statement = format!(
             "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE order_id = $1 \
              ORDER BY created_at, idempotency_key"
         );
-        let rows: Vec<RequestRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(order_id).fetch_all(pool).await
-        })?;
+        let rows: Vec<RequestRow> = self.pool.on().all(sql(&statement).bind(order_id)).await?;
         rows.into_iter().map(request_view).collect()
     }
 
@@ -338,16 +371,20 @@ impl StripeRequests<'_> {
         limit: i64,
     ) -> Result<(i64, Vec<StripeRequestView>), StoreError> {
         const COUNT: &str = "SELECT COUNT(*) FROM stripe_requests WHERE status = $1";
-        let sql = format!(
+        let statement = format!(
             "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE status = $1 \
              ORDER BY updated_at DESC, idempotency_key LIMIT $2"
         );
-        let total: i64 = on_pool!(self, pool => {
-            sqlx::query_scalar(COUNT).bind(status.as_str()).fetch_one(pool).await
-        })?;
-        let rows: Vec<RequestRow> = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(status.as_str()).bind(limit).fetch_all(pool).await
-        })?;
+        let total: i64 = self
+            .pool
+            .on()
+            .value(sql(COUNT).bind(status.as_str()))
+            .await?;
+        let rows: Vec<RequestRow> = self
+            .pool
+            .on()
+            .all(sql(&statement).bind(status.as_str()).bind(limit))
+            .await?;
         let rows = rows
             .into_iter()
             .map(request_view)
@@ -358,26 +395,32 @@ impl StripeRequests<'_> {
     /// The orders whose requests made the Stripe object `object_id` (a refund, a session).
     pub async fn orders_of_object(self, object_id: &str) -> Result<Vec<OrderId>, StoreError> {
         const SQL: &str = "SELECT DISTINCT order_id FROM stripe_requests WHERE object_id = $1";
-        let ids: Vec<String> = on_pool!(self, pool => {
-            sqlx::query_scalar(SQL).bind(object_id.trim()).fetch_all(pool).await
-        })?;
+        let ids: Vec<String> = self
+            .pool
+            .on()
+            .column(sql(SQL).bind(object_id.trim()))
+            .await?;
         ids.into_iter()
-            .map(|id| OrderId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .map(|id| {
+                OrderId::parse(id).map_err(|source| StoreError::BadStoredId {
+                    what: "order id",
+                    source,
+                })
+            })
             .collect()
     }
 
     /// Counts an attempt about to be sent; `None` if the request is already final.
     pub async fn start_attempt(self, key: &str, now: i64) -> Result<Option<i64>, StoreError> {
-        let attempts = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let attempts = sqlx::query_scalar(START_ATTEMPT)
-                .bind(key)
-                .bind(now)
-                .fetch_optional(&mut *tx)
+        let attempts = {
+            let mut tx = self.pool.begin().await?;
+            let attempts = tx
+                .on()
+                .optional_value(sql(START_ATTEMPT).bind(key).bind(now))
                 .await?;
             tx.commit().await?;
             attempts
-        });
+        };
         Ok(attempts)
     }
 
@@ -390,19 +433,20 @@ impl StripeRequests<'_> {
         outcome: &RequestOutcome<'_>,
         now: i64,
     ) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(RECORD_OUTCOME)
-                .bind(key)
-                .bind(outcome.status.as_str())
-                .bind(outcome.http_status.map(i64::from))
-                .bind(outcome.stripe_request_id)
-                .bind(outcome.object_id)
-                .bind(outcome.error)
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(RECORD_OUTCOME)
+                    .bind(key)
+                    .bind(outcome.status.as_str())
+                    .bind(outcome.http_status.map(i64::from))
+                    .bind(outcome.stripe_request_id)
+                    .bind(outcome.object_id)
+                    .bind(outcome.error)
+                    .bind(now),
+            )
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 }

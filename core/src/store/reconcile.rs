@@ -2,14 +2,17 @@
 
 use serde::Serialize;
 
-use super::{BeginWrite, Claims, ReconcileRuns};
+use super::query::sql;
+use super::{Claims, ReconcileRuns};
 use crate::error::StoreError;
-use crate::reconcile::ReconcileReport;
+use crate::report::ReconcileReport;
 use crate::webhook::Envelope;
 
 /// One recorded run, as the overview and `claimcheck reconcile` show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct ReconcileRunView {
+    /// The run's number, as the dashboard names it ("run #12").
+    pub id: i64,
     pub started_at: i64,
     pub finished_at: i64,
     pub since: i64,
@@ -36,14 +39,21 @@ const RELEASE_LEASE: &str = "\
 
 const RECORD_RUN: &str = "\
     INSERT INTO reconcile_runs (started_at, finished_at, since, actor, dry_run, listed, \
-                                already_claimed, claimed, error) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+                                already_claimed, claimed, error, run_key) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// A claim the run made names the run (its claim was written through the shared claim path,
+/// which knows no runs).
+const MARK_RECOVERED: &str = "\
+    UPDATE processed_stripe_events SET source_run = $2 \
+    WHERE event_id = $1 AND source = 'reconcile' AND source_run IS NULL";
 
 const KNOWS: &str = "\
     SELECT COUNT(*) FROM processed_stripe_events \
     WHERE event_id = $1 OR (object_id = $3 AND event_type = $4 AND action_key = $2)";
 
-const RUN_COLUMNS: &str = "started_at, finished_at, since, actor, dry_run, listed, \
+/// A run's columns as [`ReconcileRunView`] reads them.
+pub(super) const RUN_COLUMNS: &str = "id, started_at, finished_at, since, actor, dry_run, listed, \
     already_claimed, claimed, error";
 
 impl ReconcileRuns<'_> {
@@ -55,17 +65,15 @@ impl ReconcileRuns<'_> {
         now: i64,
         lease_ms: i64,
     ) -> Result<Option<Option<i64>>, StoreError> {
-        let taken = on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let taken: Option<Option<i64>> = sqlx::query_scalar(TAKE_LEASE)
-                .bind(owner)
-                .bind(now)
-                .bind(lease_ms)
-                .fetch_optional(&mut *tx)
+        let taken = {
+            let mut tx = self.pool.begin().await?;
+            let taken: Option<Option<i64>> = tx
+                .on()
+                .optional_value(sql(TAKE_LEASE).bind(owner).bind(now).bind(lease_ms))
                 .await?;
             tx.commit().await?;
             taken
-        });
+        };
         Ok(taken)
     }
 
@@ -76,19 +84,22 @@ impl ReconcileRuns<'_> {
         owner: &str,
         new_cursor: Option<i64>,
     ) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(RELEASE_LEASE)
-                .bind(owner)
-                .bind(new_cursor.unwrap_or(-1))
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(RELEASE_LEASE)
+                    .bind(owner)
+                    .bind(new_cursor.unwrap_or(-1)),
+            )
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
+    /// Records a run that worked under `run_key` (its lease token, which its claims name).
     pub async fn record(
         self,
+        run_key: &str,
         started_at: i64,
         finished_at: i64,
         actor: &str,
@@ -96,33 +107,71 @@ impl ReconcileRuns<'_> {
         error: Option<&str>,
     ) -> Result<(), StoreError> {
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        on_pool!(self, pool => {
-            sqlx::query(RECORD_RUN)
-                .bind(started_at)
-                .bind(finished_at)
-                .bind(report.since)
-                .bind(actor)
-                .bind(report.dry_run)
-                .bind(count(report.listed))
-                .bind(count(report.already_claimed))
-                .bind(count(report.claimed))
-                .bind(error)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(RECORD_RUN)
+                    .bind(started_at)
+                    .bind(finished_at)
+                    .bind(report.since)
+                    .bind(actor)
+                    .bind(report.dry_run)
+                    .bind(count(report.listed))
+                    .bind(count(report.already_claimed))
+                    .bind(count(report.claimed))
+                    .bind(error)
+                    .bind(run_key),
+            )
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
-    /// The latest runs, newest first.
-    pub async fn recent(self, limit: i64) -> Result<Vec<ReconcileRunView>, StoreError> {
-        let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM reconcile_runs ORDER BY started_at DESC, id DESC LIMIT $1"
+    /// The latest runs, newest first; dry runs (which change nothing) only with
+    /// `dry_runs`.
+    pub async fn recent(
+        self,
+        limit: i64,
+        dry_runs: bool,
+    ) -> Result<Vec<ReconcileRunView>, StoreError> {
+        let statement = format!(
+            "SELECT {RUN_COLUMNS} FROM reconcile_runs WHERE $2 OR NOT dry_run \
+             ORDER BY started_at DESC, id DESC LIMIT $1"
         );
-        let runs = on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(limit).fetch_all(pool).await
-        })?;
+        let runs = self
+            .pool
+            .on()
+            .all(sql(&statement).bind(limit).bind(dry_runs))
+            .await?;
         Ok(runs)
+    }
+}
+
+impl ReconcileRuns<'_> {
+    /// Names the run `run_key` on the claim of `event_id` it recovered.
+    pub async fn mark_recovered(self, event_id: &str, run_key: &str) -> Result<(), StoreError> {
+        self.pool
+            .on()
+            .execute(sql(MARK_RECOVERED).bind(event_id).bind(run_key))
+            .await?;
+        Ok(())
+    }
+
+    /// The run recorded under `run_key`.
+    pub async fn by_key(self, run_key: &str) -> Result<Option<ReconcileRunView>, StoreError> {
+        let statement = format!("SELECT {RUN_COLUMNS} FROM reconcile_runs WHERE run_key = $1");
+        Ok(self
+            .pool
+            .on()
+            .optional(sql(&statement).bind(run_key))
+            .await?)
+    }
+
+    /// The key of run number `id`, if it has one.
+    pub async fn key_of(self, id: i64) -> Result<Option<String>, StoreError> {
+        const SQL: &str = "SELECT run_key FROM reconcile_runs WHERE id = $1";
+        let key: Option<Option<String>> = self.pool.on().optional_value(sql(SQL).bind(id)).await?;
+        Ok(key.flatten())
     }
 }
 
@@ -133,14 +182,17 @@ impl Claims<'_> {
         else {
             return Ok(false);
         };
-        let n: i64 = on_pool!(self, pool => {
-            sqlx::query_scalar(KNOWS)
-                .bind(envelope.id.as_str())
-                .bind(action_key.step())
-                .bind(object_id.as_str())
-                .bind(envelope.event_type.as_str())
-                .fetch_one(pool).await
-        })?;
+        let n: i64 = self
+            .pool
+            .on()
+            .value(
+                sql(KNOWS)
+                    .bind(envelope.id.as_str())
+                    .bind(action_key.step())
+                    .bind(object_id.as_str())
+                    .bind(envelope.event_type.as_str()),
+            )
+            .await?;
         Ok(n > 0)
     }
 }

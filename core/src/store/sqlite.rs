@@ -64,6 +64,7 @@ impl SqliteDb {
                 // (sqlx 0.8.6, launchbadge/sqlx#3645: a CLI command that never ended).
                 .idle_timeout(None)
                 .max_lifetime(None)
+                .after_release(|conn, _| Box::pin(super::still_usable(conn)))
                 .connect_with(connect.clone())
         };
         // The writer first: it creates the file and switches it to WAL.

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::Tokens;
+use super::query::sql;
 use crate::error::StoreError;
 use crate::token::{NewToken, token_hash};
 
@@ -22,10 +23,17 @@ impl Tokens<'_> {
         const SQL: &str = "INSERT INTO api_tokens (token_id, name, token_hash, created_at) \
                            VALUES ($1, $2, $3, $4)";
         let hash = token_hash(&token.token);
-        on_pool!(self, pool => {
-            sqlx::query(SQL).bind(&token.token_id).bind(name).bind(&hash).bind(now)
-                .execute(pool).await.map(|_| ())
-        })?;
+        self.pool
+            .on()
+            .execute(
+                sql(SQL)
+                    .bind(&token.token_id)
+                    .bind(name)
+                    .bind(&hash)
+                    .bind(now),
+            )
+            .await
+            .map(|_| ())?;
         Ok(())
     }
 
@@ -39,14 +47,18 @@ impl Tokens<'_> {
                            FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
         const TOUCH: &str = "UPDATE api_tokens SET last_used_at = $2 \
                              WHERE token_id = $1 AND (last_used_at IS NULL OR last_used_at < $3)";
-        let token: Option<TokenView> = on_pool!(self, pool => {
-            sqlx::query_as(SQL).bind(token_hash).fetch_optional(pool).await
-        })?;
+        let token: Option<TokenView> = self.pool.on().optional(sql(SQL).bind(token_hash)).await?;
         if let Some(token) = &token {
-            on_pool!(self, pool => {
-                sqlx::query(TOUCH).bind(token.token_id.as_str()).bind(now).bind(now - 60_000)
-                    .execute(pool).await.map(|_| ())
-            })?;
+            self.pool
+                .on()
+                .execute(
+                    sql(TOUCH)
+                        .bind(token.token_id.as_str())
+                        .bind(now)
+                        .bind(now - 60_000),
+                )
+                .await
+                .map(|_| ())?;
         }
         Ok(token)
     }
@@ -54,7 +66,7 @@ impl Tokens<'_> {
     pub async fn list(self) -> Result<Vec<TokenView>, StoreError> {
         const SQL: &str = "SELECT token_id, name, created_at, last_used_at, revoked_at \
                            FROM api_tokens ORDER BY created_at, token_id";
-        let tokens = on_pool!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await)?;
+        let tokens = self.pool.on().all(sql(SQL)).await?;
         Ok(tokens)
     }
 
@@ -62,9 +74,11 @@ impl Tokens<'_> {
     pub async fn revoke(self, token_id: &str, now: i64) -> Result<bool, StoreError> {
         const SQL: &str = "UPDATE api_tokens SET revoked_at = $2 \
                            WHERE token_id = $1 AND revoked_at IS NULL";
-        let n = on_pool!(self, pool => {
-            sqlx::query(SQL).bind(token_id).bind(now).execute(pool).await.map(|r| r.rows_affected())
-        })?;
+        let n = self
+            .pool
+            .on()
+            .execute(sql(SQL).bind(token_id).bind(now))
+            .await?;
         Ok(n == 1)
     }
 }

@@ -3,28 +3,14 @@
 
 use serde::Deserialize;
 
+use crate::event_kind::{ActionStep, EventKind};
 use crate::ids::{EventId, IdError, ObjectId};
-
-/// The event types Claimcheck acts on; every other type is recorded as ignored.
-pub const ACTING_TYPES: [&str; 7] = [
-    "checkout.session.completed",
-    "checkout.session.async_payment_succeeded",
-    "checkout.session.async_payment_failed",
-    "charge.refunded",
-    "refund.failed",
-    "charge.dispute.created",
-    "charge.dispute.closed",
-];
+use crate::webhook::terms::{NamedFields, Term};
 
 /// What names the one action an acting event describes: twin Event objects for one action
-/// carry the same key and are claimed once. Adding an acting type means deciding its key.
-///
-/// | type | key | why |
-/// |---|---|---|
-/// | `checkout.session.*` | `<type>:<session id>` | once per session |
-/// | `charge.refunded` | `<type>:<charge id>:<amount_refunded>` | sent once per refund, partial ones included, on the same charge; each raises the cumulative amount |
-/// | `refund.failed` | `<type>:<refund id>` | a refund fails once |
-/// | `charge.dispute.*` | `<type>:<dispute id>` | once per dispute |
+/// carry the same key and are claimed once. The step is each kind's
+/// ([`EventKind::action_step`]): `<type>:<object id>` for what happens once per object,
+/// `<type>:<charge id>:<amount_refunded>` for `charge.refunded`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ActionKey {
     full: String,
@@ -53,11 +39,12 @@ impl std::fmt::Display for ActionKey {
 
 fn action_key(
     event_type: &str,
+    step: ActionStep,
     object_id: &ObjectId,
     object: &RawObject,
 ) -> Result<ActionKey, EnvelopeError> {
-    let key = match event_type {
-        "charge.refunded" => {
+    let key = match step {
+        ActionStep::AmountRefunded => {
             let amount = object.amount_refunded.filter(|a| *a >= 0).ok_or_else(|| {
                 EnvelopeError::MissingField {
                     event_type: event_type.to_owned(),
@@ -66,7 +53,7 @@ fn action_key(
             })?;
             amount.to_string()
         }
-        _ => String::new(),
+        ActionStep::OncePerObject => String::new(),
     };
     let full = if key.is_empty() {
         format!("{event_type}:{object_id}")
@@ -80,7 +67,10 @@ fn action_key(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
     pub id: EventId,
+    /// Stripe's type, as sent (unknown types too: they are recorded as they came).
     pub event_type: String,
+    /// The type, if this version knows it.
+    pub kind: Option<EventKind>,
     /// Stripe's `created`, unix seconds.
     pub created: i64,
     pub livemode: bool,
@@ -91,6 +81,11 @@ pub struct Envelope {
     pub object_kind: String,
     /// For an acting type, the action it describes (see [`ActionKey`]).
     pub action_key: Option<ActionKey>,
+    /// What the object names that support staff may search by, each once.
+    pub terms: Vec<Term>,
+    /// Why a payment failed, as Stripe says it (a payment intent's `last_payment_error`, a
+    /// charge's `failure_message`, with the decline code), when the object carries one.
+    pub failure: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -135,6 +130,56 @@ struct RawObject {
     /// charge.refunded: the cumulative amount refunded, which names the refund.
     #[serde(default)]
     amount_refunded: Option<i64>,
+    /// A payment intent's failure (read leniently: its shape is Stripe's, not ours).
+    #[serde(default)]
+    last_payment_error: Option<serde_json::Value>,
+    /// A charge's failure.
+    #[serde(default)]
+    failure_message: Option<serde_json::Value>,
+    #[serde(default)]
+    failure_code: Option<serde_json::Value>,
+    #[serde(default)]
+    outcome: Option<serde_json::Value>,
+    /// What the object names for the search (e-mail, order id, related objects).
+    #[serde(flatten)]
+    named: NamedFields,
+}
+
+/// A failure reason is kept at most this long: one sentence and its code.
+const MAX_FAILURE_CHARS: usize = 300;
+
+impl RawObject {
+    /// `message (code)` from whichever failure the object carries; `None` without one.
+    fn failure(&self) -> Option<String> {
+        fn text(value: Option<&serde_json::Value>) -> Option<&str> {
+            value
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        }
+        let (message, code) = match &self.last_payment_error {
+            Some(error) if error.is_object() => (
+                text(error.get("message")),
+                text(error.get("decline_code")).or(text(error.get("code"))),
+            ),
+            _ => (
+                text(self.failure_message.as_ref()),
+                text(
+                    self.outcome
+                        .as_ref()
+                        .and_then(|outcome| outcome.get("reason")),
+                )
+                .or(text(self.failure_code.as_ref())),
+            ),
+        };
+        let reason = match (message, code) {
+            (Some(message), Some(code)) => format!("{message} ({code})"),
+            (Some(message), None) => message.to_owned(),
+            (None, Some(code)) => code.to_owned(),
+            (None, None) => return None,
+        };
+        Some(reason.chars().take(MAX_FAILURE_CHARS).collect())
+    }
 }
 
 impl Envelope {
@@ -146,31 +191,37 @@ impl Envelope {
         }
         let object = raw.data.object;
         let object_id = object.id.clone().map(ObjectId::parse).transpose()?;
-        let action_key = if ACTING_TYPES.contains(&raw.event_type.as_str()) {
-            let id = object_id
-                .as_ref()
-                .ok_or_else(|| EnvelopeError::MissingObjectId {
-                    event_type: raw.event_type.clone(),
-                })?;
-            Some(action_key(&raw.event_type, id, &object)?)
-        } else {
-            None
+        let kind = EventKind::parse(&raw.event_type);
+        let action_key = match kind.and_then(EventKind::action_step) {
+            Some(step) => {
+                let id = object_id
+                    .as_ref()
+                    .ok_or_else(|| EnvelopeError::MissingObjectId {
+                        event_type: raw.event_type.clone(),
+                    })?;
+                Some(action_key(&raw.event_type, step, id, &object)?)
+            }
+            None => None,
         };
+        let failure = object.failure();
         Ok(Envelope {
             id: EventId::parse(raw.id)?,
             event_type: raw.event_type,
+            kind,
             created: raw.created,
             livemode: raw.livemode,
             api_version: raw.api_version,
             object_id,
+            terms: object.named.terms(object.id.as_deref()),
             object_kind: object.object,
             action_key,
+            failure,
         })
     }
 
     /// Whether Claimcheck claims and fulfils this event type.
     pub fn is_acting(&self) -> bool {
-        self.action_key.is_some()
+        self.kind.is_some_and(EventKind::is_acting)
     }
 }
 
@@ -187,6 +238,30 @@ mod tests {
         assert_eq!(envelope.event_type, "brand.new.type");
         assert_eq!(envelope.object_id, None);
         assert!(!envelope.is_acting());
+    }
+
+    #[test]
+    fn a_failed_payment_carries_its_reason() {
+        let body = br#"{"id":"evt_1","type":"payment_intent.payment_failed","created":1,
+            "livemode":false,"data":{"object":{"id":"pi_1","object":"payment_intent",
+            "last_payment_error":{"code":"card_declined","decline_code":"insufficient_funds",
+            "message":"Your card has insufficient funds."}}}}"#;
+        assert_eq!(
+            Envelope::parse(body).unwrap().failure.as_deref(),
+            Some("Your card has insufficient funds. (insufficient_funds)")
+        );
+        let body = br#"{"id":"evt_2","type":"charge.failed","created":1,"livemode":false,
+            "data":{"object":{"id":"py_1","object":"charge","failure_code":"insufficient_funds",
+            "failure_message":"The account has insufficient funds to cover the debit."}}}"#;
+        assert_eq!(
+            Envelope::parse(body).unwrap().failure.as_deref(),
+            Some("The account has insufficient funds to cover the debit. (insufficient_funds)")
+        );
+        // Any other shape is no reason, never an error.
+        let body = br#"{"id":"evt_3","type":"charge.failed","created":1,"livemode":false,
+            "data":{"object":{"id":"py_1","object":"charge","failure_message":7,
+            "last_payment_error":null}}}"#;
+        assert_eq!(Envelope::parse(body).unwrap().failure, None);
     }
 
     #[test]

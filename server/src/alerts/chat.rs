@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use claimcheck_core::alerts::Message;
+use claimcheck_core::alert_check::Message;
 
 use crate::telemetry::error_chain;
 use http_body_util::{BodyExt, Full};

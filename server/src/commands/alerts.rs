@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use app::i18n::AlertWords;
 use claimcheck_core::alert::AlertChannel;
-use claimcheck_core::alerts::AlertWording;
+use claimcheck_core::alert_check::AlertWording;
 use claimcheck_core::language::Language;
 use claimcheck_core::{AlertDeliveryView, AlertView, now_ms};
 use clap::Subcommand;

@@ -99,6 +99,8 @@ impl FilterArgs {
             ),
             error_contains: self.error_contains.clone(),
             search: self.search.clone(),
+            // The command line names one claim with --event-id, or selects by filter.
+            event_ids: Vec::new(),
         })
     }
 }

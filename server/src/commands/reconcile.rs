@@ -6,7 +6,8 @@ use claimcheck_core::reconcile::ReconcileConfig;
 
 use super::open;
 use super::output::{Output, print, print_json, table, time};
-use crate::config::flags::{DatabaseArgs, ModeArg, StripeArgs, parse_duration};
+use crate::config::flags::{DatabaseArgs, ModeArg, StripeArgs};
+use crate::config::span::parse_duration;
 use crate::error::ServerError;
 
 /// `claimcheck reconcile`: one run now, audited as `cli:$USER`.

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use claimcheck_core::alerts::AlertThresholds;
+use claimcheck_core::alert_check::AlertThresholds;
 use clap::Args;
 use lettre::message::Mailbox;
 
-use super::flags::Span;
+use super::span::Span;
 use crate::alerts::{Channels, ChatChannel, EmailChannel, RetryPolicy, SmtpUrl, WebhookUrl};
 use crate::error::ServerError;
 
@@ -239,6 +239,15 @@ pub struct AlertArgs {
         default_value_t = Span::or_zero(AlertThresholds::default().reconcile_window)
     )]
     pub reconcile_window: Span,
+    /// Alert while the database refuses writes for lack of space (a full disk), and for this
+    /// long after the last refusal (`0`: never).
+    #[arg(
+        long = "alert-storage-full-window",
+        env = "CLAIMCHECK_ALERT_STORAGE_FULL_WINDOW",
+        value_name = "CLAIMCHECK_ALERT_STORAGE_FULL_WINDOW",
+        default_value_t = Span::or_zero(AlertThresholds::default().storage_full_window)
+    )]
+    pub storage_full_window: Span,
     #[command(flatten)]
     pub channels: AlertChannelArgs,
 }
@@ -254,6 +263,7 @@ impl AlertArgs {
                 signature_window: self.signature_window.off_when_zero(),
                 indeterminate_after: self.indeterminate_after.off_when_zero(),
                 reconcile_window: self.reconcile_window.off_when_zero(),
+                storage_full_window: self.storage_full_window.off_when_zero(),
             },
             repeat: self.repeat.off_when_zero(),
             channels: self.channels.channels()?,

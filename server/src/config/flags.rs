@@ -3,10 +3,8 @@
 //! works out of the box: the one `ServeConfig::default()` and its parts hold, never written
 //! here again.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use claimcheck_core::fulfilment::Packages;
@@ -17,10 +15,13 @@ use claimcheck_core::worker::WorkerConfig;
 use claimcheck_core::{DatabaseUrl, Store, StoreError, StoreOptions};
 use clap::{Args, ValueEnum};
 
+use super::span::Span;
+
 use super::{
-    DEFAULT_DATABASE_URL, DashboardConfig, PublicUrl, ReconcileSchedule, ServeConfig, WebhookConfig,
+    DEFAULT_DATABASE_URL, DashboardConfig, HttpLimits, MetricsConfig, MetricsToken, PublicUrl,
+    ReconcileSchedule, ServeConfig, WebhookConfig,
 };
-use crate::client_ip::TrustedProxies;
+use crate::client_ip::{ClientAddress, ClientIpHeader, TrustedProxies};
 use crate::error::ServerError;
 
 #[derive(Debug, Clone, Args)]
@@ -161,8 +162,8 @@ pub struct ServeArgs {
         value_name = "CLAIMCHECK_PUBLIC_URL"
     )]
     pub public_url: Option<PublicUrl>,
-    /// Reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For or
-    /// Forwarded header names the client; other peers' headers are ignored.
+    /// Reverse proxies (addresses or networks, comma-separated) whose client-address header
+    /// (--client-ip-header) names the client; from any other peer it is ignored.
     #[arg(
         long = "trusted-proxies",
         env = "CLAIMCHECK_TRUSTED_PROXIES",
@@ -170,6 +171,16 @@ pub struct ServeArgs {
         default_value = ""
     )]
     pub trusted_proxies: TrustedProxies,
+    /// The one header the trusted proxies set to name the client (the proxy must set or
+    /// append it): x-forwarded-for, forwarded or x-real-ip. No other header is read.
+    #[arg(
+        long = "client-ip-header",
+        env = "CLAIMCHECK_CLIENT_IP_HEADER",
+        value_name = "CLAIMCHECK_CLIENT_IP_HEADER",
+        value_enum,
+        default_value_t = DashboardConfig::default().client_address.header
+    )]
+    pub client_ip_header: ClientIpHeader,
     /// Prune delivery logs and the payloads of processed claims older than this many days
     /// (claims themselves are kept, so late retries still dedupe). 0 keeps everything.
     #[arg(
@@ -216,68 +227,104 @@ pub struct ServeArgs {
     pub reconcile_lookback: Span,
     #[command(flatten)]
     pub alerts: super::alerts::AlertArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// A bearer token /metrics asks for (at least 16 characters); unset, anyone who reaches
+    /// it may scrape.
+    #[arg(
+        long = "metrics-token",
+        env = "CLAIMCHECK_METRICS_TOKEN",
+        value_name = "CLAIMCHECK_METRICS_TOKEN",
+        hide_env_values = true
+    )]
+    pub metrics_token: Option<MetricsToken>,
+    /// Serve /metrics on this address only (e.g. 127.0.0.1:9090), not on CLAIMCHECK_BIND.
+    #[arg(
+        long = "metrics-bind",
+        env = "CLAIMCHECK_METRICS_BIND",
+        value_name = "CLAIMCHECK_METRICS_BIND"
+    )]
+    pub metrics_bind: Option<SocketAddr>,
+    /// /metrics reads the claims and alerts from the database at most once per this
+    /// interval, however many scrape (`0`: at every scrape).
+    #[arg(
+        long = "metrics-database-interval",
+        env = "CLAIMCHECK_METRICS_DATABASE_INTERVAL",
+        value_name = "CLAIMCHECK_METRICS_DATABASE_INTERVAL",
+        default_value_t = Span(MetricsConfig::default().database_every)
+    )]
+    pub metrics_database_interval: Span,
 }
 
-/// A span of time on the command line: `90s`, `15m`, `1h`, `3d`, or plain seconds; written
-/// in its largest whole unit (days from two on: a day reads `24h`), so a default shows in
-/// `--help` as one would type it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span(pub Duration);
-
-impl Span {
-    /// A setting that is off when zero.
-    pub fn off_when_zero(self) -> Option<Duration> {
-        (!self.0.is_zero()).then_some(self.0)
-    }
-
-    /// The span of a setting that may be off (`None`: 0).
-    pub fn or_zero(duration: Option<Duration>) -> Span {
-        Span(duration.unwrap_or_default())
-    }
+/// What one client may hold of the server.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// A request's headers must arrive within this after the connection opens or the last
+    /// answer; it is also how long an idle keep-alive connection stays open.
+    #[arg(
+        long = "header-timeout",
+        env = "CLAIMCHECK_HEADER_TIMEOUT",
+        value_name = "CLAIMCHECK_HEADER_TIMEOUT",
+        default_value_t = Span(HttpLimits::default().header_timeout)
+    )]
+    pub header_timeout: Span,
+    /// A request's body must arrive within this after its headers, on every route.
+    #[arg(
+        long = "body-timeout",
+        env = "CLAIMCHECK_BODY_TIMEOUT",
+        value_name = "CLAIMCHECK_BODY_TIMEOUT",
+        default_value_t = Span(HttpLimits::default().body_timeout)
+    )]
+    pub body_timeout: Span,
+    /// Connections open at once (fewer if the open-file limit is lower); at the limit the
+    /// longest idle one is closed for a new one.
+    #[arg(
+        long = "max-connections",
+        env = "CLAIMCHECK_MAX_CONNECTIONS",
+        value_name = "CLAIMCHECK_MAX_CONNECTIONS",
+        default_value_t = HttpLimits::default().max_connections,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
+    )]
+    pub max_connections: usize,
+    /// Webhook deliveries read and claimed at once; more are answered 503 (Stripe retries).
+    #[arg(
+        long = "webhook-concurrency",
+        env = "CLAIMCHECK_WEBHOOK_CONCURRENCY",
+        value_name = "CLAIMCHECK_WEBHOOK_CONCURRENCY",
+        default_value_t = HttpLimits::default().webhook_concurrency,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000)
+    )]
+    pub webhook_concurrency: usize,
+    /// Bytes of body the webhook's deliveries may hold in memory together (each counts what
+    /// it announces, or the body limit); more are answered 503.
+    #[arg(
+        long = "webhook-memory-bytes",
+        env = "CLAIMCHECK_WEBHOOK_MEMORY_BYTES",
+        value_name = "CLAIMCHECK_WEBHOOK_MEMORY_BYTES",
+        default_value_t = HttpLimits::default().webhook_memory_bytes,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=u64::from(u32::MAX))
+    )]
+    pub webhook_memory_bytes: usize,
 }
 
-impl FromStr for Span {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_duration(s).map(Span)
-    }
-}
-
-impl fmt::Display for Span {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.as_secs();
-        let (n, unit) = [(86_400, "d"), (3600, "h"), (60, "m")]
-            .into_iter()
-            .filter(|(size, _)| *size != 86_400 || secs >= 2 * 86_400)
-            .find(|(size, _)| secs > 0 && secs.is_multiple_of(*size))
-            .map_or((secs, "s"), |(size, unit)| (secs / size, unit));
-        write!(f, "{n}{unit}")
-    }
-}
-
-/// `90s`, `15m`, `1h`, `3d`, or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration like 90s, 15m, 1h or 3d"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
-        _ => {
-            return Err(format!(
-                "'{text}' is not a duration like 90s, 15m, 1h or 3d"
-            ));
+impl LimitArgs {
+    fn limits(&self) -> Result<HttpLimits, ServerError> {
+        for (setting, span) in [
+            ("CLAIMCHECK_HEADER_TIMEOUT", self.header_timeout),
+            ("CLAIMCHECK_BODY_TIMEOUT", self.body_timeout),
+        ] {
+            if span.0.is_zero() {
+                return Err(ServerError::Config(format!("{setting}: 0 is not allowed")));
+            }
         }
-    };
-    Ok(Duration::from_secs(secs))
+        Ok(HttpLimits {
+            header_timeout: self.header_timeout.0,
+            body_timeout: self.body_timeout.0,
+            max_connections: self.max_connections,
+            webhook_concurrency: self.webhook_concurrency,
+            webhook_memory_bytes: self.webhook_memory_bytes,
+        })
+    }
 }
 
 /// The outgoing Stripe client: shared by `serve` and `orders refund`.
@@ -498,11 +545,20 @@ impl ServeArgs {
                 absolute_timeout: Duration::from_secs(self.session_absolute_hours * 3600),
                 secure_cookie: self.secure_cookie,
                 public_url: self.public_url,
-                trusted_proxies: self.trusted_proxies,
+                client_address: ClientAddress {
+                    trusted: self.trusted_proxies,
+                    header: self.client_ip_header,
+                },
                 require_two_factor: self.require_two_factor,
                 language: self.language,
             },
             alerts: self.alerts.into_config()?,
+            metrics: MetricsConfig {
+                token: self.metrics_token,
+                bind: self.metrics_bind,
+                database_every: self.metrics_database_interval.0,
+            },
+            limits: self.limits.limits()?,
             retention: (self.retention_days > 0)
                 .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             reconcile: ReconcileSchedule {
@@ -565,18 +621,5 @@ mod tests {
             format!("{:?}", no_flags()),
             format!("{:?}", ServeConfig::default())
         );
-    }
-
-    #[test]
-    fn spans_are_written_as_they_are_typed() {
-        for text in ["90s", "15m", "1h", "24h", "3d", "0s", "25h", "61s"] {
-            let span: Span = text.parse().unwrap();
-            assert_eq!(span.to_string(), text);
-        }
-        assert_eq!("120".parse::<Span>().unwrap().to_string(), "2m");
-        assert_eq!("48h".parse::<Span>().unwrap().to_string(), "2d");
-        assert!("15 minutes".parse::<Span>().is_err());
-        assert_eq!("0".parse::<Span>().unwrap().off_when_zero(), None);
-        assert_eq!(Span::or_zero(None).to_string(), "0s");
     }
 }

@@ -3,14 +3,16 @@
 //! engine functions as the CLI, land in the audit log, and answer with a redirect to the page
 //! they came from carrying a notice or an error.
 
+use app::flash::KeptForm;
 use app::i18n::explain;
 use app::i18n::{names, td_string};
-use axum::extract::{Extension, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use app::links;
+use axum::extract::State;
+use axum::response::Response;
 use axum::routing::post;
 use axum::{Form, Router};
-use claimcheck_core::auth::{AccessRefused, Role, SignedIn};
+use claimcheck_core::audit::ReasonError;
+use claimcheck_core::auth::Role;
 use claimcheck_core::money::parse_money;
 use claimcheck_core::ops::{self, AccessChange, Actor, OpsError, Username};
 use claimcheck_core::payments::{self, PaymentError};
@@ -19,8 +21,8 @@ use claimcheck_core::{EventId, OrderId, StoreError};
 use serde::Deserialize;
 
 use super::AppState;
-use super::auth::urlencode;
-use super::words::Reading;
+use super::redirect::{back, send_back};
+use super::words::{Admin, Reading, Signed, Support};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -29,41 +31,10 @@ pub(super) fn router() -> Router<AppState> {
         .route("/dashboard/actions/operators", post(add_operator))
         .route("/dashboard/actions/operators/access", post(set_access))
         .route("/dashboard/actions/reconcile", post(reconcile))
-}
-
-/// The operator, if signed in with at least `needed` (the engine's one guard); otherwise
-/// the refusal, 401 or 403, in the reader's words. (The refusal is the handler's answer as
-/// it stands, so it is not boxed.)
-#[allow(clippy::result_large_err)]
-pub(crate) fn require(
-    reading: Reading,
-    operator: Option<&SignedIn>,
-    needed: Role,
-) -> Result<&SignedIn, Response> {
-    claimcheck_core::auth::require(operator, needed).map_err(|refused| {
-        let locale = reading.locale();
-        match refused {
-            AccessRefused::SignIn => (
-                StatusCode::UNAUTHORIZED,
-                td_string!(locale, messages.sign_in).to_string(),
-            )
-                .into_response(),
-            AccessRefused::Role { needed, have } => {
-                let (needed, role) = (names::role(locale, needed), names::role(locale, have));
-                (
-                    StatusCode::FORBIDDEN,
-                    td_string!(locale, messages.refused_role, needed, role),
-                )
-                    .into_response()
-            }
-        }
-    })
-}
-
-/// Back to `page` (a dashboard path, possibly with a query) with a notice or an error.
-pub(super) fn back(page: &str, key: &str, message: &str) -> Response {
-    let joiner = if page.contains('?') { '&' } else { '?' };
-    Redirect::to(&format!("{page}{joiner}{key}={}", urlencode(message))).into_response()
+        .route(
+            "/dashboard/actions/reconcile/preview",
+            post(reconcile_preview),
+        )
 }
 
 /// A storage failure, logged here once, as the sentence the operator sees.
@@ -81,13 +52,9 @@ pub(super) struct RedriveForm {
 async fn redrive(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Support>,
     Form(form): Form<RedriveForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Support) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let Ok(event_id) = EventId::parse(form.event_id.trim()) else {
         return back(
@@ -96,7 +63,7 @@ async fn redrive(
             td_string!(locale, messages.not_an_event_id),
         );
     };
-    let page = format!("/events/{event_id}");
+    let page = links::event(event_id.as_str());
     let actor = Actor::Dashboard(operator.username.clone());
     let worker = Worker::new(
         state.store.clone(),
@@ -127,10 +94,15 @@ async fn redrive(
             td_string!(locale, messages.redrive_deferred),
         ),
         // Back to the form, which asks for the reason.
-        Ok(Err(RedriveRefused::NoReason)) => back(
+        Ok(Err(RedriveRefused::Reason(ReasonError::Missing))) => back(
             &format!("{page}/redrive"),
             "error",
             td_string!(locale, messages.redrive_no_reason),
+        ),
+        Ok(Err(RedriveRefused::Reason(why))) => back(
+            &format!("{page}/redrive"),
+            "error",
+            &explain::reason(locale, &why),
         ),
         Ok(Err(refused)) => {
             let why = explain::redrive(locale, &refused);
@@ -147,22 +119,23 @@ async fn redrive(
 #[derive(Deserialize)]
 pub(super) struct RefundForm {
     order_id: String,
-    /// In the order's major unit (`24.50`); empty for what is left.
+    /// In the order's currency (`24.50`, `CHF 24.50`, `24.–`); required.
     #[serde(default)]
     amount: String,
+    #[serde(default)]
     reason: String,
 }
 
+/// A refund (admins): the amount and the reason are checked before anything is sent, and a
+/// form that is not right goes back to the refund page with what to correct next to each
+/// field and what was typed still in it; the refund itself goes through the engine's one
+/// idempotent path and lands on the order's page.
 async fn refund(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Admin>,
     Form(form): Form<RefundForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Admin) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let Ok(order_id) = OrderId::parse(form.order_id.trim()) else {
         return back(
@@ -171,43 +144,83 @@ async fn refund(
             td_string!(locale, messages.not_an_order_id),
         );
     };
-    let page = format!("/orders/{order_id}");
-    let form_page = format!("{page}/refund");
+    let page = links::order(order_id.as_str());
     let Some(stripe) = state.api.stripe.as_ref() else {
         return back(&page, "error", td_string!(locale, messages.refund_no_key));
     };
-    let amount = if form.amount.trim().is_empty() {
-        None
+    let order = match state.store.orders().get(&order_id).await {
+        Ok(Some(order)) => order,
+        Ok(None) => {
+            return back(
+                "/orders",
+                "error",
+                &td_string!(locale, messages.no_order, id = order_id),
+            );
+        }
+        Err(error) => return back(&page, "error", &unavailable(reading, "refund", &error)),
+    };
+    let left = match payments::refundable(&order) {
+        // A second click after the last refund went through.
+        Ok(0) => {
+            return back(
+                &page,
+                "notice",
+                td_string!(locale, messages.already_refunded),
+            );
+        }
+        Ok(left) => left,
+        Err(error) => return not_refunded(reading, &page, &error),
+    };
+    let currency = order.currency.clone().unwrap_or_else(|| "chf".into());
+    let money = |minor: i64| reading.0.money(minor, &currency);
+
+    // Everything wrong with the form at once, each next to its field.
+    let typed = form.amount.trim();
+    let amount = if typed.is_empty() {
+        let left = money(left);
+        Err(td_string!(locale, messages.refund_amount_missing, left))
     } else {
-        let currency = match state.store.orders().get(&order_id).await {
-            Ok(Some(order)) => order.currency.unwrap_or_else(|| "chf".into()),
-            Ok(None) => {
-                return back(
-                    "/orders",
-                    "error",
-                    &td_string!(locale, messages.no_order, id = order_id),
-                );
-            }
-            Err(error) => return back(&page, "error", &unavailable(reading, "refund", &error)),
-        };
-        match parse_money(&form.amount, &currency) {
-            Ok(minor) => Some(minor),
-            Err(_) => {
-                let amount = form.amount.trim();
-                return back(
-                    &form_page,
-                    "error",
-                    &td_string!(locale, messages.not_an_amount, amount),
-                );
-            }
+        parse_money(typed, &currency)
+            .map_err(|_| td_string!(locale, messages.not_an_amount, amount = typed))
+            .and_then(|minor| {
+                payments::check_refund_amount(&order, minor)
+                    .map(|()| minor)
+                    .map_err(|error| amount_refused(reading, &error, &currency))
+            })
+    };
+    let reason = match claimcheck_core::audit::reason(&form.reason) {
+        Ok(_) => Ok(()),
+        Err(ReasonError::Missing) => Err(td_string!(locale, messages.refund_no_reason).to_string()),
+        Err(why) => Err(explain::reason(locale, &why)),
+    };
+    let send_back_with = |errors: Vec<(String, String)>| {
+        send_back(KeptForm {
+            page: links::refund(order_id.as_str()),
+            summary: td_string!(locale, messages.refund_sent_back).to_string(),
+            errors,
+            values: vec![
+                ("amount".into(), form.amount.clone()),
+                ("reason".into(), form.reason.clone()),
+            ],
+        })
+    };
+    let amount = match (amount, reason) {
+        (Ok(amount), Ok(())) => amount,
+        (amount, reason) => {
+            let errors = [("amount", amount.err()), ("reason", reason.err())]
+                .into_iter()
+                .filter_map(|(field, error)| Some((field.to_owned(), error?)))
+                .collect();
+            return send_back_with(errors);
         }
     };
+
     let actor = Actor::Dashboard(operator.username.clone());
     match payments::refund(
         &state.store,
         stripe,
         &order_id,
-        amount,
+        Some(amount),
         &actor,
         form.reason.trim(),
     )
@@ -219,11 +232,7 @@ async fn refund(
             td_string!(locale, messages.already_refunded),
         ),
         Ok(done) => {
-            let currency = done.order.currency.as_deref().unwrap_or("chf");
-            let amount = done
-                .amount
-                .map(|a| reading.0.money(a, currency))
-                .unwrap_or_default();
+            let amount = done.amount.map(money).unwrap_or_default();
             let refund = done
                 .refund_id
                 .unwrap_or_else(|| td_string!(locale, messages.refund_id_unknown).to_string());
@@ -233,18 +242,47 @@ async fn refund(
                 &td_string!(locale, messages.refunded, amount, refund),
             )
         }
-        Err(PaymentError::NoReason) => back(
-            &form_page,
-            "error",
-            td_string!(locale, messages.refund_no_reason),
-        ),
-        Err(PaymentError::Store(error)) => {
-            back(&page, "error", &unavailable(reading, "refund", &error))
+        // Someone refunded in between: the form again, with what is left now.
+        Err(error @ PaymentError::BadAmount { .. }) => send_back_with(vec![(
+            "amount".into(),
+            amount_refused(reading, &error, &currency),
+        )]),
+        Err(PaymentError::Reason(why)) => {
+            send_back_with(vec![("reason".into(), explain::reason(locale, &why))])
         }
-        Err(error) => {
-            let why = explain::payment(locale, &error);
+        Err(error) => not_refunded(reading, &page, &error),
+    }
+}
+
+/// An amount the engine will not refund, in the reader's words and money.
+fn amount_refused(reading: Reading, error: &PaymentError, currency: &str) -> String {
+    let locale = reading.locale();
+    let money = |minor: i64| reading.0.money(minor, currency);
+    match error {
+        PaymentError::BadAmount { requested, .. } if *requested < 1 => {
+            td_string!(locale, messages.refund_amount_zero, zero = money(0))
+        }
+        PaymentError::BadAmount {
+            requested,
+            refundable,
+            ..
+        } => {
+            let (amount, left) = (money(*requested), money(*refundable));
+            td_string!(locale, messages.refund_amount_over, amount, left)
+        }
+        other => explain::payment(locale, other),
+    }
+}
+
+/// A refund that cannot be made, back on the order's page (storage failures logged here).
+fn not_refunded(reading: Reading, page: &str, error: &PaymentError) -> Response {
+    match error {
+        PaymentError::Store(cause) => back(page, "error", &unavailable(reading, "refund", cause)),
+        other => {
+            let locale = reading.locale();
+            let why = explain::payment(locale, other);
             back(
-                &page,
+                page,
                 "error",
                 &td_string!(locale, messages.not_refunded, why),
             )
@@ -262,13 +300,11 @@ pub(super) struct OperatorForm {
 async fn add_operator(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed {
+        operator: admin, ..
+    }: Signed<Admin>,
     Form(form): Form<OperatorForm>,
 ) -> Response {
-    let admin = match require(reading, operator.as_deref(), Role::Admin) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let username = match Username::parse(&form.username) {
         Ok(username) => username,
@@ -305,13 +341,11 @@ pub(super) struct AccessForm {
 async fn set_access(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed {
+        operator: admin, ..
+    }: Signed<Admin>,
     Form(form): Form<AccessForm>,
 ) -> Response {
-    let admin = match require(reading, operator.as_deref(), Role::Admin) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let (username, change) = match (
         Username::parse(&form.username),
@@ -354,25 +388,74 @@ pub(super) struct ReconcileForm {
     reason: String,
 }
 
+/// A dry run (admins): what a run would claim, recorded in the history as a dry run and
+/// said in the notice; nothing is claimed and the cursor stays.
+async fn reconcile_preview(
+    State(state): State<AppState>,
+    reading: Reading,
+    Signed { operator, .. }: Signed<Admin>,
+) -> Response {
+    let locale = reading.locale();
+    let Some(stripe) = state.api.stripe.as_ref() else {
+        return back(
+            "/reconcile",
+            "error",
+            td_string!(locale, messages.reconcile_no_key),
+        );
+    };
+    let actor = Actor::Dashboard(operator.username).to_string();
+    let outcome =
+        claimcheck_core::reconcile::run(&state.store, stripe, &state.reconcile, &actor, None, true)
+            .await;
+    match outcome {
+        Ok(report) => {
+            let since = reading.0.time(report.since * 1000);
+            let (listed, already, would) = (report.listed, report.already_claimed, report.claimed);
+            back(
+                "/reconcile",
+                "notice",
+                &td_string!(
+                    locale,
+                    messages.reconcile_dry_run,
+                    since,
+                    listed,
+                    already,
+                    would
+                ),
+            )
+        }
+        Err(claimcheck_core::reconcile::ReconcileError::Busy) => back(
+            "/reconcile",
+            "error",
+            td_string!(locale, messages.reconcile_busy),
+        ),
+        Err(error) => back(
+            "/reconcile",
+            "error",
+            &td_string!(locale, messages.reconcile_failed, error),
+        ),
+    }
+}
+
 /// Reconcile now (admins): one run through the same path as the periodic reconciler,
 /// audited with the reason and what it found.
 async fn reconcile(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Admin>,
     Form(form): Form<ReconcileForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Admin) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
-    if form.reason.trim().is_empty() {
-        return back(
-            "/reconcile",
-            "error",
-            td_string!(locale, messages.reconcile_no_reason),
-        );
+    match claimcheck_core::audit::reason(&form.reason) {
+        Ok(_) => {}
+        Err(ReasonError::Missing) => {
+            return back(
+                "/reconcile",
+                "error",
+                td_string!(locale, messages.reconcile_no_reason),
+            );
+        }
+        Err(why) => return back("/reconcile", "error", &explain::reason(locale, &why)),
     }
     let Some(stripe) = state.api.stripe.as_ref() else {
         return back("/", "error", td_string!(locale, messages.reconcile_no_key));
@@ -395,6 +478,9 @@ async fn reconcile(
                 "notice",
                 td_string!(locale, messages.reconciled, listed, claimed),
             )
+        }
+        Err(claimcheck_core::reconcile::ReconcileError::Reason(why)) => {
+            ("error", explain::reason(locale, why))
         }
         Err(claimcheck_core::reconcile::ReconcileError::Busy) => (
             "error",

@@ -106,7 +106,7 @@ impl From<PaymentError> for ApiError {
             | PaymentError::NoPrice(_)
             | PaymentError::BadEmail(_)
             | PaymentError::BadOrderId(_)
-            | PaymentError::NoReason => {
+            | PaymentError::Reason(_) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_order", message)
             }
             PaymentError::OrderConflict(_) => {
@@ -140,7 +140,7 @@ impl From<PaymentError> for ApiError {
             }
             PaymentError::Call(CallError::Rejected { .. })
             | PaymentError::Call(CallError::IdempotencyMismatch { .. }) => {
-                tracing::error!(%message, "Stripe refused an order API call");
+                tracing::error!(message = ?message, "Stripe refused an order API call");
                 ApiError::new(StatusCode::BAD_GATEWAY, "stripe_rejected", message)
             }
             PaymentError::Random(_) => {

@@ -11,21 +11,21 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use claimcheck_core::auth::{SignedIn, verify_password};
+use claimcheck_core::auth::{MAX_PASSWORD_CHARS, SignedIn, verify_queued};
 use claimcheck_core::{Store, now_ms};
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use app::i18n::{Reader, td_string};
+use app::links;
 
 use super::AppState;
+use super::redirect::{back, local_path};
 use super::throttle::{LoginThrottle, MAX_USERNAME};
-use crate::client_ip::TrustedProxies;
+use crate::client_ip::ClientAddress;
 use crate::sessions::OPERATOR_KEY as USER_KEY;
 use claimcheck_core::two_factor::{FreshRecoveryCodes, MustEnrol, TwoFactorPolicy};
 
-/// Longer passwords are refused before they are hashed (argon2 takes any length).
-const MAX_PASSWORD: usize = 1024;
 const SIGNED_IN_AT_KEY: &str = "signed_in_at";
 /// Passed the password, waiting for the second factor: the username and since when.
 pub(super) const PENDING_KEY: &str = "pending_second_factor";
@@ -53,36 +53,12 @@ pub(super) struct LoginForm {
     next: Option<String>,
 }
 
-/// Only a path on this site: never an absolute URL to somewhere else.
-pub(super) fn local_path(next: Option<&str>) -> &str {
-    // Browsers drop tabs and newlines from URLs, so "/\t/evil.example" would become
-    // "//evil.example": no whitespace or control characters at all, and never two slashes
-    // (or a backslash) after the first.
-    match next {
-        Some(path)
-            if path.starts_with('/')
-                && !path[1..].starts_with(['/', '\\'])
-                && !path.contains('\\')
-                && !path.chars().any(|c| c.is_whitespace() || c.is_control()) =>
-        {
-            path
-        }
-        _ => "/",
-    }
-}
-
 pub(super) fn login_again(message: &str, next: Option<&str>) -> Response {
-    let mut url = format!("/login?error={}", urlencode(message));
-    if let Some(next) = next {
-        url.push_str(&format!("&next={}", urlencode(local_path(Some(next)))));
-    }
-    Redirect::to(&url).into_response()
-}
-
-pub(crate) fn urlencode(text: &str) -> String {
-    serde_urlencoded::to_string([("", text)])
-        .map(|s| s.trim_start_matches('=').to_owned())
-        .unwrap_or_default()
+    let url = match next {
+        Some(next) => format!("/login?next={}", links::encode(local_path(Some(next)))),
+        None => "/login".to_owned(),
+    };
+    back(&url, "error", message)
 }
 
 /// `POST /login`: the same answer for an unknown user and a wrong password; a new session id
@@ -94,24 +70,26 @@ pub(super) async fn login(
     session: Session,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let username = form.username.trim().to_owned();
+    // Names are kept in Unicode's normal form (see `Username`): "ａｄｍｉｎ" is "admin".
+    let username: String = claimcheck_core::ops::Username::normal_form(&form.username);
     let next = form.next.as_deref();
     let locale = Reader::of(&headers, None, state.auth.language).locale();
     let unavailable = td_string!(locale, messages.db_unavailable).to_string();
-    if username.chars().count() > MAX_USERNAME || form.password.len() > MAX_PASSWORD {
+    if username.chars().count() > MAX_USERNAME || form.password.chars().count() > MAX_PASSWORD_CHARS
+    {
         return login_again(
             &td_string!(
                 locale,
                 messages.login_too_long,
                 user = MAX_USERNAME,
-                password = MAX_PASSWORD
+                password = MAX_PASSWORD_CHARS
             ),
             next,
         );
     }
-    let address = state.auth.trusted_proxies.client_ip(peer.ip(), &headers);
+    let address = state.auth.client_address.of(peer.ip(), &headers);
     if let Some(wait) = state.auth.throttle.attempt(&username, address) {
-        tracing::warn!(%username, %address, "sign-in throttled");
+        tracing::warn!(username = ?username, %address, "sign-in throttled");
         let minutes = wait.div_ceil(60);
         let mut response =
             login_again(&td_string!(locale, messages.login_throttled, minutes), next);
@@ -126,12 +104,10 @@ pub(super) async fn login(
         }
     };
     let hash = credentials.as_ref().map(|c| c.password_hash.clone());
-    let password = form.password;
-    let matches = tokio::task::spawn_blocking(move || verify_password(&password, hash.as_deref()))
-        .await
-        .unwrap_or(false);
+    // At most one hash per core runs at once; the rest of a burst waits here.
+    let matches = verify_queued(form.password, hash).await;
     let Some(credentials) = credentials.filter(|_| matches) else {
-        tracing::info!(%username, %address, "sign-in refused");
+        tracing::info!(username = ?username, %address, "sign-in refused");
         return login_again(td_string!(locale, messages.login_wrong), next);
     };
     state.auth.throttle.succeeded(&username, address);
@@ -147,14 +123,14 @@ pub(super) async fn login(
             tracing::error!(%error, "sign-in: session store");
             return login_again(&unavailable, next);
         }
-        let url = format!("/login/2fa?next={}", urlencode(local_path(next)));
+        let url = format!("/login/2fa?next={}", links::encode(local_path(next)));
         return Redirect::to(&url).into_response();
     }
     if let Err(error) = complete_sign_in(&session, &operator.username).await {
         tracing::error!(%error, "sign-in: session store");
         return login_again(&unavailable, next);
     }
-    tracing::info!(username = %operator.username, "signed in");
+    tracing::info!(username = ?operator.username, %address, "signed in");
     if state.auth.two_factor.requires(operator.role) {
         return Redirect::to("/account/2fa").into_response();
     }
@@ -196,21 +172,22 @@ pub(super) async fn logout(
     match username {
         Some(username) if everywhere => match state.store.sessions().delete_of(&username).await {
             Ok(ended) => {
-                tracing::info!(%username, ended, "signed out everywhere");
-                Redirect::to("/login?notice=Signed%20out%20everywhere.").into_response()
+                tracing::info!(username = ?username, ended, "signed out everywhere");
+                back("/login", "notice", "Signed out everywhere.")
             }
             Err(error) => {
                 tracing::error!(
                     error = &error as &dyn std::error::Error,
                     "sign-out everywhere: storage"
                 );
-                Redirect::to(
-                    "/login?error=Signed%20out%20here%2C%20but%20the%20other%20sessions%20could%20not%20be%20ended%3A%20try%20again.",
+                back(
+                    "/login",
+                    "error",
+                    "Signed out here, but the other sessions could not be ended: try again.",
                 )
-                .into_response()
             }
         },
-        _ => Redirect::to("/login?notice=Signed%20out.").into_response(),
+        _ => back("/login", "notice", "Signed out."),
     }
 }
 
@@ -318,7 +295,7 @@ pub(super) async fn guard(
             .path_and_query()
             .map(|p| p.as_str().to_owned())
             .unwrap_or_else(|| "/".into());
-        return Redirect::to(&format!("/login?next={}", urlencode(&target))).into_response();
+        return Redirect::to(&format!("/login?next={}", links::encode(&target))).into_response();
     }
     if let Some(operator) = operator {
         request.extensions_mut().insert(operator);
@@ -361,7 +338,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 pub(crate) struct AuthState {
     pub throttle: LoginThrottle,
     pub policy: SessionPolicy,
-    pub trusted_proxies: TrustedProxies,
+    pub client_address: ClientAddress,
     /// Who must sign in with a second factor.
     pub two_factor: TwoFactorPolicy,
     /// The language for readers without a choice of their own (`CLAIMCHECK_LANGUAGE`).
@@ -371,18 +348,6 @@ pub(crate) struct AuthState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn next_stays_on_this_site() {
-        assert_eq!(local_path(Some("/orders/ord_1")), "/orders/ord_1");
-        assert_eq!(local_path(Some("https://evil.example/")), "/");
-        assert_eq!(local_path(Some("//evil.example/")), "/");
-        assert_eq!(local_path(None), "/");
-        assert_eq!(local_path(Some("/\t/evil.example")), "/");
-        assert_eq!(local_path(Some("/\n/evil.example")), "/");
-        assert_eq!(local_path(Some("/\\evil.example")), "/");
-        assert_eq!(local_path(Some("/events?q=a%20b")), "/events?q=a%20b");
-    }
 
     #[test]
     fn cross_origin_posts_are_refused() {

@@ -4,11 +4,11 @@
 //! instance's background and its page follows it from the database.
 
 use app::i18n::{Locale, explain, td_string};
-use axum::extract::{Extension, State};
-use axum::response::Response;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Form, Router};
-use claimcheck_core::auth::{Role, SignedIn};
 use claimcheck_core::bulk::BulkFilter;
 use claimcheck_core::ops::Actor;
 use claimcheck_core::ops::bulk_redrive::{self, BulkError};
@@ -16,8 +16,9 @@ use claimcheck_core::{BatchId, ClaimState};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::{back, require, unavailable};
-use super::words::Reading;
+use super::actions::unavailable;
+use super::redirect::back;
+use super::words::{Reading, Signed, Support};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -53,6 +54,9 @@ pub(super) struct StartForm {
     error_contains: String,
     #[serde(default)]
     search: String,
+    /// The ticked claims, separated by spaces.
+    #[serde(default)]
+    event_ids: String,
     reason: String,
     #[serde(default)]
     confirm: String,
@@ -87,6 +91,11 @@ impl StartForm {
             received_before: ms(&self.received_before)?,
             error_contains: text(&self.error_contains),
             search: text(&self.search),
+            event_ids: self
+                .event_ids
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
         })
     }
 }
@@ -94,14 +103,18 @@ impl StartForm {
 async fn start(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Support>,
     Form(form): Form<StartForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Support) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
+    if form.back.chars().any(char::is_control) {
+        let detail = td_string!(locale, messages.back_not_a_path);
+        return (
+            StatusCode::BAD_REQUEST,
+            td_string!(locale, messages.invalid, detail),
+        )
+            .into_response();
+    }
     // Only back to the preview page itself, never elsewhere.
     let page = if form.back.starts_with(PAGE) && !form.back.contains("//") {
         form.back.clone()
@@ -127,7 +140,7 @@ async fn start(
                 &td_string!(locale, messages.bulk_started, total),
             )
         }
-        Err(BulkError::NoReason) => {
+        Err(BulkError::Reason(claimcheck_core::audit::ReasonError::Missing)) => {
             back(&page, "error", td_string!(locale, messages.bulk_no_reason))
         }
         Err(error) => back(&page, "error", &refusal(reading, &error)),
@@ -145,13 +158,9 @@ pub(super) struct CancelForm {
 async fn cancel(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Support>,
     Form(form): Form<CancelForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Support) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
         return back(PAGE, "error", td_string!(locale, messages.not_a_batch_id));
@@ -184,13 +193,9 @@ pub(super) struct ResumeForm {
 async fn resume(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Support>,
     Form(form): Form<ResumeForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Support) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let Ok(batch_id) = BatchId::parse(form.batch_id.trim()) else {
         return back(PAGE, "error", td_string!(locale, messages.not_a_batch_id));

@@ -55,7 +55,12 @@ pub(super) fn leptos_options(site: &Site, local_addr: SocketAddr) -> LeptosOptio
 /// The pages and their server functions; with a site folder, its files too (the embedded
 /// site is served apart, in front of the sessions: see `routes::router`).
 pub(super) fn router(state: &AppState, site: &Site) -> axum::Router<AppState> {
-    let routes = generate_route_list(App);
+    // Listed once per process: listing runs the app with resource loading suppressed by a
+    // process-wide flag, and a page whose resource first polls during that window (another
+    // server in the same process, as in the tests) would wait forever (leptos #4773).
+    static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
+        std::sync::OnceLock::new();
+    let routes = ROUTES.get_or_init(|| generate_route_list(App)).clone();
     let store: Store = state.store.clone();
     let options = state.leptos_options.clone();
     let metrics = state.webhook.metrics.clone();

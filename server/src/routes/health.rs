@@ -1,4 +1,5 @@
-//! `/healthz` (the process answers) and `/readyz` (the database is reachable and migrated).
+//! `/healthz` (the process answers) and `/readyz` (the database is reachable, migrated and
+//! takes writes).
 
 use std::time::Duration;
 
@@ -7,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use claimcheck_core::Store;
+use claimcheck_core::{Store, Writes};
 use serde_json::json;
 
 use super::AppState;
@@ -27,6 +28,18 @@ async fn healthz() -> Json<serde_json::Value> {
 
 async fn readyz(State(store): State<Store>) -> Response {
     let backend = store.backend().as_str();
+    // A full disk still answers reads: only the writes this process made can tell.
+    if let Writes::RefusedFull { since } = store.write_health().writes() {
+        let since = chrono::DateTime::from_timestamp_millis(since)
+            .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .unwrap_or_default();
+        return not_ready(
+            backend,
+            format!(
+                "the database refuses writes: its disk is full (since {since}); free space and writes resume by themselves"
+            ),
+        );
+    }
     match tokio::time::timeout(READY_TIMEOUT, store.migration_status()).await {
         Ok(Ok(status)) if status.is_current() => (
             StatusCode::OK,

@@ -9,14 +9,15 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
-use claimcheck_core::auth::{Role, SignedIn};
+use claimcheck_core::auth::SignedIn;
 use claimcheck_core::language::{self, Language};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::{back, require, unavailable};
-use super::auth::local_path;
-use super::words::Reading;
+use super::actions::unavailable;
+use super::redirect::back;
+use super::redirect::local_path;
+use super::words::{Reading, Signed, Viewer};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -116,13 +117,9 @@ const PREFERENCES: &str = "/account";
 async fn save_preferences(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Viewer>,
     Form(form): Form<PreferencesForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Viewer) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let language = match asked_language(reading, &form.language) {
         Ok(language) => language,
         Err(refused) => return refused,

@@ -1,16 +1,18 @@
 //! What every response of the dashboard carries, and the limits that keep one client from
-//! taking the server: security headers, a request timeout and a concurrency limit per area,
-//! and a cap on the size of request headers.
+//! taking the server: security headers, a body that must arrive in time, a request timeout
+//! and a concurrency limit per area (one for the whole area, not one per route), and a cap
+//! on the size of request headers.
 
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower::ServiceBuilder;
 use tower::layer::util::{Identity, Stack};
-use tower::limit::ConcurrencyLimitLayer;
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -45,19 +47,113 @@ pub fn security_headers() -> SecurityHeaders {
         .into_inner()
 }
 
-/// At most `concurrency` requests at once (the rest wait their turn), each answered 503
-/// after `timeout`.
+/// At most `concurrency` requests at once in the whole area the layer is put on (the rest
+/// wait their turn), each answered 503 after `timeout`. One semaphore for every route of the
+/// area: `Router::layer` wraps each route on its own, and a plain concurrency limit would be
+/// one per route and method.
 pub fn bounded(
     concurrency: usize,
     timeout: Duration,
-) -> Stack<ConcurrencyLimitLayer, Stack<TimeoutLayer, Identity>> {
+) -> Stack<GlobalConcurrencyLimitLayer, Stack<TimeoutLayer, Identity>> {
     ServiceBuilder::new()
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             timeout,
         ))
-        .layer(ConcurrencyLimitLayer::new(concurrency))
+        .layer(GlobalConcurrencyLimitLayer::new(concurrency))
         .into_inner()
+}
+
+/// What a route group accepts of a body: at most `limit` bytes, all of them within
+/// `deadline` of the headers.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyRule {
+    pub limit: usize,
+    pub deadline: Duration,
+}
+
+impl BodyRule {
+    pub fn new(limit: usize, deadline: Duration) -> BodyRule {
+        BodyRule { limit, deadline }
+    }
+}
+
+/// Why a body was not read.
+#[derive(Debug)]
+pub enum Unread {
+    TooLarge,
+    TimedOut,
+    Broken(axum::Error),
+}
+
+/// The whole of `body`, if it is at most `limit` bytes and arrives within `deadline`.
+pub async fn read_within(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, Unread> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
+        Err(_) => Err(Unread::TimedOut),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(error)) => {
+            let too_large =
+                std::iter::successors(Some(&error as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .any(|e| e.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                Unread::TooLarge
+            } else {
+                Unread::Broken(error)
+            })
+        }
+    }
+}
+
+/// Reads the request's body by the group's [`BodyRule`] before anything else sees it, so a
+/// client that sends it slowly holds no place in the area's concurrency limit and is cut off
+/// at the deadline (408, the connection closed); one announced or found larger than the
+/// limit is refused (413) unread.
+pub async fn bodies_within(State(rule): State<BodyRule>, request: Request, next: Next) -> Response {
+    let closing = |status: StatusCode, text: String| {
+        let mut response = (status, text).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    };
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request bodies over {} bytes are refused", rule.limit),
+        )
+    };
+    if announced.is_some_and(|n| n > rule.limit as u64) {
+        return too_large();
+    }
+    let (parts, body) = request.into_parts();
+    match read_within(body, rule.limit, rule.deadline).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(Unread::TooLarge) => too_large(),
+        Err(Unread::TimedOut) => closing(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                rule.deadline.as_secs()
+            ),
+        ),
+        Err(Unread::Broken(error)) => {
+            tracing::debug!(%error, "a request body could not be read");
+            closing(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read".to_owned(),
+            )
+        }
+    }
 }
 
 /// Refuses requests whose headers, all together, exceed [`MAX_HEADER_BYTES`].

@@ -3,20 +3,19 @@
 //! A plain GET form, so it works before (and without) the WASM bundle.
 
 use axum::Router;
-use axum::extract::{Extension, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use claimcheck_core::auth::{Role, SignedIn};
 use claimcheck_core::now_ms;
-use claimcheck_core::search::search;
+use claimcheck_core::search::{Found, search};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::{require, unavailable};
-use super::auth::urlencode;
-use super::words::Reading;
+use super::actions::unavailable;
+use super::words::{Reading, Signed, Viewer};
 use app::i18n::td_string;
+use app::links;
 
 /// Longer than any id or e-mail address (RFC 5321 caps a path at 256 characters).
 const MAX_TERM: usize = 320;
@@ -34,12 +33,9 @@ pub(super) struct SearchQuery {
 async fn go(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    _viewer: Signed<Viewer>,
     Query(query): Query<SearchQuery>,
 ) -> Response {
-    if let Err(refused) = require(reading, operator.as_deref(), Role::Viewer) {
-        return refused;
-    }
     let term = query.q.trim();
     if term.is_empty() {
         return Redirect::to("/search").into_response();
@@ -52,10 +48,15 @@ async fn go(
             .into_response();
     }
     match search(&state.store, term, now_ms()).await {
-        Ok(found) => match found.only() {
-            Some(one) => Redirect::to(&one.href()).into_response(),
-            None => Redirect::to(&format!("/search?q={}", urlencode(term))).into_response(),
-        },
+        Ok(found) => {
+            let page = match found.only() {
+                Some(Found::Customer(who)) => links::customer(&who),
+                Some(Found::Order(order_id)) => links::order(&order_id),
+                Some(Found::Event(event_id)) => links::event(&event_id),
+                None => links::search(term),
+            };
+            Redirect::to(&page).into_response()
+        }
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,
             unavailable(reading, "search", &error),

@@ -1,6 +1,9 @@
 //! Failed sign-ins, counted per (username, client address) and per client address in a
 //! sliding window, in bounded memory. Keyed by the pair, not the username alone, so a
-//! stranger's guesses never lock an operator out of their own address.
+//! stranger's guesses never lock an operator out of their own address. Wrong second-factor
+//! codes count per account as well: whoever knows the password gets a handful of codes in the
+//! window, however often the password is given again in between, and they are forgotten only
+//! by a complete sign-in.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -14,12 +17,15 @@ pub const MAX_USERNAME: usize = 64;
 enum Key {
     UserAt(String, IpAddr),
     Address(IpAddr),
+    SecondFactor(String),
 }
 
-/// One network: an IPv6 client holds a whole /64, so its addresses count as one.
+/// One network: an IPv6 client holds a whole /64, so its addresses count as one. An IPv4
+/// client seen on a dual-stack listener (`::ffff:a.b.c.d`) is its IPv4 address, not the /64
+/// every such client shares.
 fn network(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => {
             let mut segments = v6.segments();
             segments[4..].fill(0);
@@ -54,25 +60,48 @@ impl LoginThrottle {
         self
     }
 
+    fn name(username: &str) -> String {
+        username
+            .chars()
+            .take(MAX_USERNAME)
+            .collect::<String>()
+            .to_lowercase()
+    }
+
     fn keys(&self, username: &str, ip: IpAddr) -> [(Key, usize); 2] {
         let ip = network(ip);
-        let username: String = username.chars().take(MAX_USERNAME).collect();
         [
-            (
-                Key::UserAt(username.to_lowercase(), ip),
-                self.per_user_address,
-            ),
+            (Key::UserAt(Self::name(username), ip), self.per_user_address),
             (Key::Address(ip), self.per_address),
         ]
     }
 
-    /// Counts a sign-in attempt as a failure in advance, unless either key has used up its
+    fn second_factor_keys(&self, username: &str, ip: IpAddr) -> [(Key, usize); 2] {
+        [
+            (
+                Key::SecondFactor(Self::name(username)),
+                self.per_user_address,
+            ),
+            (Key::Address(network(ip)), self.per_address),
+        ]
+    }
+
+    /// Counts a password attempt as a failure in advance, unless either key has used up its
     /// failures (then: seconds to wait, nothing counted). One locked step, so concurrent
     /// guesses cannot all pass the check before the first failure is recorded.
     pub fn attempt(&self, username: &str, ip: IpAddr) -> Option<u64> {
+        self.count(self.keys(username, ip))
+    }
+
+    /// The same for a second-factor code: counted against the account (whatever the
+    /// address and however often the password was right in between) and the address.
+    pub fn second_factor_attempt(&self, username: &str, ip: IpAddr) -> Option<u64> {
+        self.count(self.second_factor_keys(username, ip))
+    }
+
+    fn count(&self, keys: [(Key, usize); 2]) -> Option<u64> {
         let now = Instant::now();
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let keys = self.keys(username, ip);
         let mut wait = None;
         for (key, limit) in &keys {
             let Some(times) = failures.get_mut(key) else {
@@ -124,11 +153,22 @@ impl LoginThrottle {
     }
 
     /// The password was right: the pair's failures are forgotten and this attempt is taken
-    /// off the address's count.
+    /// off the address's count. The account's wrong codes stay until [`Self::signed_in`].
     pub fn succeeded(&self, username: &str, ip: IpAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let [(pair, _), (address, _)] = self.keys(username, ip);
         failures.remove(&pair);
+        if let Some(times) = failures.get_mut(&address) {
+            times.pop_back();
+        }
+    }
+
+    /// The second factor was right too: the sign-in is complete, the account's wrong codes
+    /// are forgotten and this code is taken off the address's count.
+    pub fn signed_in(&self, username: &str, ip: IpAddr) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let [(account, _), (address, _)] = self.second_factor_keys(username, ip);
+        failures.remove(&account);
         if let Some(times) = failures.get_mut(&address) {
             times.pop_back();
         }
@@ -187,6 +227,48 @@ mod tests {
             "the same /64"
         );
         assert_eq!(throttle.attempt("d", ip("2001:db8:1:3::1")), None);
+    }
+
+    #[test]
+    fn wrong_codes_count_per_account_whatever_the_passwords_in_between() {
+        let throttle = LoginThrottle::new(Duration::from_secs(60), 5, 30);
+        let here = ip("198.51.100.7");
+        let mut codes = 0;
+        // Rounds of "right password, then wrong codes": the password does not reset them.
+        'rounds: for _ in 0..3 {
+            assert_eq!(throttle.attempt("anna", here), None);
+            throttle.succeeded("anna", here);
+            for _ in 0..4 {
+                if throttle.second_factor_attempt("anna", here).is_some() {
+                    break 'rounds;
+                }
+                codes += 1;
+            }
+        }
+        assert_eq!(codes, 5, "five wrong codes, then the account waits");
+        // Another address does not help either.
+        assert!(
+            throttle
+                .second_factor_attempt("Anna", ip("203.0.113.50"))
+                .is_some()
+        );
+        // A complete sign-in forgets them.
+        throttle.signed_in("anna", here);
+        assert_eq!(throttle.second_factor_attempt("anna", here), None);
+    }
+
+    #[test]
+    fn ipv4_clients_on_a_dual_stack_listener_are_keyed_by_their_own_address() {
+        let throttle = LoginThrottle::new(Duration::from_secs(60), 5, 5);
+        for _ in 0..5 {
+            assert_eq!(throttle.attempt("anna", ip("::ffff:203.0.113.9")), None);
+        }
+        assert!(throttle.attempt("ben", ip("::ffff:203.0.113.9")).is_some());
+        assert!(
+            throttle.attempt("ben", ip("203.0.113.9")).is_some(),
+            "the same client"
+        );
+        assert_eq!(throttle.attempt("anna", ip("::ffff:198.51.100.7")), None);
     }
 
     #[test]

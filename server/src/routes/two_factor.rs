@@ -5,27 +5,25 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Extension, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
 use claimcheck_core::audit::{Actor, AuditAction, AuditRecord};
-use claimcheck_core::auth::{Role, SignedIn};
 use claimcheck_core::now_ms;
 use claimcheck_core::two_factor::{TotpSecret, new_recovery_codes, recovery_hash};
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use app::i18n::{Locale, Reader, td_string};
+use app::links;
 
 use super::AppState;
-use super::actions::require;
-use super::auth::{
-    FRESH_CODES_KEY, PENDING_AT_KEY, PENDING_FOR_MS, PENDING_KEY, complete_sign_in, local_path,
-    urlencode,
-};
-use super::words::Reading;
+use super::auth::{FRESH_CODES_KEY, PENDING_AT_KEY, PENDING_FOR_MS, PENDING_KEY, complete_sign_in};
+use super::redirect::back;
+use super::redirect::local_path;
+use super::words::{Reading, Signed, Viewer};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -35,17 +33,17 @@ pub(super) fn router() -> Router<AppState> {
 }
 
 fn again(message: &str, next: Option<&str>) -> Response {
-    let mut url = format!("/login/2fa?error={}", urlencode(message));
-    if let Some(next) = next {
-        url.push_str(&format!("&next={}", urlencode(local_path(Some(next)))));
-    }
-    Redirect::to(&url).into_response()
+    let url = match next {
+        Some(next) => format!("/login/2fa?next={}", links::encode(local_path(Some(next)))),
+        None => "/login/2fa".to_owned(),
+    };
+    back(&url, "error", message)
 }
 
 fn unavailable(locale: Locale, error: &(dyn std::error::Error + 'static)) -> Response {
     tracing::error!(error, "two-factor: storage");
     let message = td_string!(locale, messages.db_unavailable).to_string();
-    Redirect::to(&format!("/login?error={}", urlencode(&message))).into_response()
+    back("/login", "error", &message)
 }
 
 #[derive(Deserialize)]
@@ -72,10 +70,15 @@ async fn second_step(
     let Some(username) = pending.filter(|_| since.is_some_and(|t| now_ms() - t < PENDING_FOR_MS))
     else {
         let message = td_string!(locale, messages.code_step_expired).to_string();
-        return Redirect::to(&format!("/login?error={}", urlencode(&message))).into_response();
+        return back("/login", "error", &message);
     };
-    let address = state.auth.trusted_proxies.client_ip(peer.ip(), &headers);
-    if let Some(wait) = state.auth.throttle.attempt(&username, address) {
+    let address = state.auth.client_address.of(peer.ip(), &headers);
+    if let Some(wait) = state
+        .auth
+        .throttle
+        .second_factor_attempt(&username, address)
+    {
+        tracing::warn!(username = ?username, %address, "second factor throttled");
         let minutes = wait.div_ceil(60);
         return again(&td_string!(locale, messages.login_throttled, minutes), next);
     }
@@ -117,33 +120,29 @@ async fn second_step(
     match accepted {
         Ok(true) => {}
         Ok(false) => {
-            tracing::info!(%username, %address, "second factor refused");
+            tracing::info!(username = ?username, %address, "second factor refused");
             return again(td_string!(locale, messages.code_wrong), next);
         }
         Err(error) => return unavailable(locale, &error),
     }
-    state.auth.throttle.succeeded(&username, address);
+    state.auth.throttle.signed_in(&username, address);
     if let Err(error) = complete_sign_in(&session, &username).await {
         return unavailable(locale, &error);
     }
-    tracing::info!(%username, "signed in with a second factor");
+    tracing::info!(username = ?username, %address, "signed in with a second factor");
     Redirect::to(local_path(next)).into_response()
 }
 
 fn account(key: &str, message: &str) -> Response {
-    Redirect::to(&format!("/account/2fa?{key}={}", urlencode(message))).into_response()
+    back("/account/2fa", key, message)
 }
 
 /// Starts enrolment: a new secret, shown on `/account/2fa` until a code confirms it.
 async fn begin(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Viewer>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Viewer) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let secret = match TotpSecret::generate() {
         Ok(secret) => secret,
@@ -173,14 +172,10 @@ pub(super) struct ConfirmForm {
 async fn confirm(
     State(state): State<AppState>,
     reading: Reading,
-    operator: Option<Extension<SignedIn>>,
+    Signed { operator, .. }: Signed<Viewer>,
     session: Session,
     Form(form): Form<ConfirmForm>,
 ) -> Response {
-    let operator = match require(reading, operator.as_deref(), Role::Viewer) {
-        Ok(op) => op.clone(),
-        Err(refused) => return refused,
-    };
     let locale = reading.locale();
     let credentials = match state
         .store

@@ -1,12 +1,18 @@
 //! `POST /webhooks/stripe`: verify, claim, answer. The engine does the work; this maps its
 //! answer to HTTP and counts it. No session, no cross-origin check: Stripe is the caller.
+//!
+//! At most `CLAIMCHECK_WEBHOOK_CONCURRENCY` deliveries are read and claimed at once, holding
+//! at most `CLAIMCHECK_WEBHOOK_MEMORY_BYTES` of bodies between them (each counts what it
+//! announces, or the body limit if it announces nothing); one more is answered 503 at once,
+//! unread (Stripe retries it), so a flood of slow senders can neither hold the memory of their
+//! bodies nor leave Stripe's deliveries waiting. A body must arrive within
+//! `CLAIMCHECK_BODY_TIMEOUT` (408 otherwise, the connection closed).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -28,20 +34,18 @@ pub(crate) struct WebhookState {
     pub ingestion: Option<Ingestion>,
     pub metrics: Arc<Metrics>,
     pub max_body_bytes: usize,
+    /// One permit per delivery being read and claimed.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// One permit per byte of body those deliveries may hold.
+    pub body_bytes: Arc<tokio::sync::Semaphore>,
+    pub body_timeout: Duration,
 }
 
-pub(super) fn router(max_body_bytes: usize) -> Router<AppState> {
-    Router::new().route(
-        "/webhooks/stripe",
-        post(receive).layer(DefaultBodyLimit::max(max_body_bytes)),
-    )
+pub(super) fn router() -> Router<AppState> {
+    Router::new().route("/webhooks/stripe", post(receive))
 }
 
-async fn receive(
-    State(webhook): State<WebhookState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn receive(State(webhook): State<WebhookState>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let (outcome, response) = answer(&webhook, &headers, body).await;
     webhook.metrics.observe(outcome, started.elapsed());
@@ -51,27 +55,50 @@ async fn receive(
 async fn answer(
     webhook: &WebhookState,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> (DeliveryOutcome, Response) {
-    let body = match body {
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    // A body announced larger than the limit is still read up to it before the 413 (a sender
+    // finishes writing before it reads the answer), and reserves the limit.
+    let reserve = u32::try_from(
+        announced
+            .unwrap_or(webhook.max_body_bytes)
+            .clamp(1, webhook.max_body_bytes),
+    )
+    .unwrap_or(u32::MAX);
+    let (Ok(_delivery), Ok(_bytes)) = (
+        webhook.in_flight.try_acquire(),
+        webhook.body_bytes.try_acquire_many(reserve),
+    ) else {
+        return unavailable(
+            DeliveryOutcome::Overloaded,
+            "too many deliveries at once; retry later",
+        );
+    };
+    let body = match super::limits::read_within(body, webhook.max_body_bytes, webhook.body_timeout)
+        .await
+    {
         Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            tracing::warn!(
-                limit = webhook.max_body_bytes,
-                "webhook: delivery too large"
+        Err(super::limits::Unread::TooLarge) => return too_large(webhook.max_body_bytes),
+        Err(super::limits::Unread::TimedOut) => {
+            let (outcome, mut response) = refused(
+                DeliveryOutcome::BodyTimeout,
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {} s",
+                    webhook.body_timeout.as_secs()
+                ),
             );
-            let reason = format!(
-                "the payload is larger than the {} byte limit",
-                webhook.max_body_bytes
-            );
-            return refused(
-                DeliveryOutcome::TooLarge,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                reason,
-            );
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return (outcome, response);
         }
-        Err(rejection) => {
-            tracing::warn!(%rejection, "webhook: body could not be read");
+        Err(super::limits::Unread::Broken(error)) => {
+            tracing::warn!(%error, "webhook: body could not be read");
             return refused(
                 DeliveryOutcome::BadPayload,
                 StatusCode::BAD_REQUEST,
@@ -79,6 +106,7 @@ async fn answer(
             );
         }
     };
+    let body: Bytes = body;
     let Some(ingestion) = &webhook.ingestion else {
         tracing::error!("webhook: no signing secret configured (STRIPE_WEBHOOK_SECRET)");
         return unavailable(
@@ -114,10 +142,19 @@ async fn answer(
         }
         Err(refusal) => {
             let outcome = refusal.outcome();
-            tracing::warn!(%outcome, reason = %refusal, "webhook: delivery refused");
+            tracing::warn!(%outcome, reason = ?refusal.to_string(), "webhook: delivery refused");
             refused(outcome, StatusCode::BAD_REQUEST, refusal.to_string())
         }
     }
+}
+
+fn too_large(limit: usize) -> (DeliveryOutcome, Response) {
+    tracing::warn!(limit, "webhook: delivery too large");
+    refused(
+        DeliveryOutcome::TooLarge,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the payload is larger than the {limit} byte limit"),
+    )
 }
 
 fn refused(

@@ -377,8 +377,8 @@ fn help_never_prints_the_signing_secret() {
     }
 }
 
-/// A production build (`--no-default-features`) has no rehearsal tools; a default build
-/// lists them.
+/// A production build (the default features) has no rehearsal tools; a build with
+/// `rehearsal` lists them.
 #[test]
 fn the_rehearsal_tools_are_there_only_with_their_feature() {
     let output = claimcheck().arg("--help").output().unwrap();
@@ -405,4 +405,29 @@ fn the_rehearsal_tools_are_there_only_with_their_feature() {
             "{output:?}"
         );
     }
+}
+
+/// In a production build (no `failpoints` feature) `CLAIMCHECK_FAILPOINT` means nothing: a
+/// stray one cannot park the workers, and the claim is fulfilled.
+#[cfg(not(feature = "failpoints"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_failpoint_cannot_park_a_production_server() {
+    use crate::helpers::{Backend, TestDb};
+    use crate::process::{Launch, Server};
+
+    let db = TestDb::create(Backend::Sqlite).await;
+    let server = Server::launch(
+        &db,
+        Launch {
+            env: vec![("CLAIMCHECK_FAILPOINT", "after-lease".into())],
+            ..Launch::default()
+        },
+    );
+    server.deliver("checkout.session.completed.paid").await;
+    crate::crash::wait_until(
+        &db,
+        "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'",
+        1,
+    )
+    .await;
 }

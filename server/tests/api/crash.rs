@@ -2,112 +2,12 @@
 //! restarted on the same database. Every paid order ends with exactly one unlock, and no claim
 //! stays stuck beyond its lease.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use claimcheck_core::now_ms;
-use claimcheck_core::webhook::SigningSecret;
+use crate::helpers::{Backend, TestDb, fixture};
+use crate::process::Server;
 
-use crate::helpers::{Backend, TestDb, WEBHOOK_SECRET, fixture};
-
-/// A `claimcheck serve` child and the lines it logs.
-pub(crate) struct Server {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    pub(crate) addr: String,
-}
-
-impl Server {
-    pub(crate) fn start(db: &TestDb, failpoint: Option<&str>) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_claimcheck"));
-        command
-            .arg("serve")
-            .env("DATABASE_URL", db.url())
-            .env("CLAIMCHECK_BIND", "127.0.0.1:0")
-            .env("STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET)
-            .env("CLAIMCHECK_LEASE_SECS", "1")
-            .env("RUST_LOG", "info")
-            .env_remove("CLAIMCHECK_FAILPOINT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(name) = failpoint {
-            command.env("CLAIMCHECK_FAILPOINT", name);
-        }
-        let mut child = command.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            lines,
-            addr: String::new(),
-        };
-        let listening = server.wait_for("serving the dashboard at");
-        server.addr = listening
-            .rsplit("http://")
-            .next()
-            .unwrap()
-            .trim()
-            .to_owned();
-        server
-    }
-
-    fn wait_for(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("the server never logged '{needle}'"),
-            }
-        }
-    }
-
-    fn kill(mut self) {
-        let status = Command::new("kill")
-            .args(["-KILL", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        self.child.wait().unwrap();
-    }
-
-    async fn deliver(&self, name: &str) {
-        self.deliver_body(fixture(name)).await;
-    }
-
-    async fn deliver_body(&self, body: Vec<u8>) {
-        let header = SigningSecret::new(WEBHOOK_SECRET)
-            .unwrap()
-            .sign(now_ms() / 1000, &body);
-        let response = reqwest::Client::new()
-            .post(format!("http://{}/webhooks/stripe", self.addr))
-            .header("stripe-signature", header)
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn wait_until(db: &TestDb, sql: &str, expected: i64) {
+pub(crate) async fn wait_until(db: &TestDb, sql: &str, expected: i64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while db.count(sql).await != expected {
         assert!(
@@ -118,6 +18,7 @@ async fn wait_until(db: &TestDb, sql: &str, expected: i64) {
     }
 }
 
+#[cfg(feature = "failpoints")]
 async fn drill(backend: Backend, failpoint: &str) {
     let db = TestDb::create(backend).await;
     let mut doomed = Server::start(&db, Some(failpoint));
@@ -156,21 +57,25 @@ async fn drill(backend: Backend, failpoint: &str) {
     );
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_taking_the_lease_sqlite() {
     drill(Backend::Sqlite, "after-lease").await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_taking_the_lease_postgres() {
     drill(Backend::Postgres, "after-lease").await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_the_ledger_write_sqlite() {
     drill(Backend::Sqlite, "after-ledger").await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_the_ledger_write_postgres() {
     drill(Backend::Postgres, "after-ledger").await;

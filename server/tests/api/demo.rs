@@ -107,6 +107,15 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
             >= 2
     );
 
+    // The stale claim's customer is found by e-mail before any order exists.
+    assert_eq!(
+        db.count(
+            "SELECT COUNT(*) FROM claim_terms \
+             WHERE term = 'crash@demo.example' AND event_id = 'evt_demo_crash_d1'"
+        )
+        .await,
+        1
+    );
     // The stale claim is visible and re-drivable, once.
     let (ok, stale, _) = claimcheck(&["claims", "list", "--status", "stale", "--json"], &url).await;
     assert!(ok);
@@ -127,6 +136,15 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     assert_eq!(
         db.count("SELECT COUNT(*) FROM credit_ledger WHERE order_id = 'ord_demo_crash_d1'")
             .await,
+        1
+    );
+    // The re-driven order knows what was paid for, so it can be refunded.
+    assert_eq!(
+        db.count(
+            "SELECT COUNT(*) FROM orders WHERE order_id = 'ord_demo_crash_d1' \
+             AND package = 'thesis-40' AND amount = 4900 AND currency = 'chf'"
+        )
+        .await,
         1
     );
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tower_sessions::SessionStore;
 
 use crate::helpers::{
-    Backend, PASSWORD, TestApp, fixture, on_both_backends, spawn_app, spawn_app_with,
+    Backend, PASSWORD, TestApp, fixture, on_both_backends, query_value, spawn_app, spawn_app_with,
 };
 
 on_both_backends!(
@@ -89,12 +89,7 @@ async fn signing_out_everywhere_and_disabling_end_every_session_of_the_operator(
         .send()
         .await
         .unwrap();
-    assert!(
-        out.headers()["location"]
-            .to_str()
-            .unwrap()
-            .contains("everywhere")
-    );
+    assert!(crate::helpers::landing(&out).contains("everywhere"));
     assert_eq!(app.call(&phone, "me", &[]).await.status(), 401);
     assert_eq!(sessions_of(&app, "sam").await, 0);
 
@@ -306,11 +301,7 @@ async fn form_login(
 }
 
 fn location(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get("location")
-        .map(|l| l.to_str().unwrap().to_owned())
-        .unwrap_or_default()
+    crate::helpers::landing(response)
 }
 
 /// Huge sign-in forms are refused unread; long names are refused before the throttle.
@@ -336,7 +327,7 @@ async fn sign_in_forms_are_small_and_bounded() {
         }
     }
     let long = form_login(&TestApp::browser(), &app, &"u".repeat(100), "x").await;
-    assert!(location(&long).contains("at%20most") || location(&long).contains("at+most"));
+    assert!(query_value(&location(&long), "error").is_some_and(|e| e.contains("at most")));
     let server = app.get_healthz().await;
     assert_eq!(server.status(), 200);
 }
@@ -346,7 +337,7 @@ async fn sign_in_forms_are_small_and_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strangers_cannot_lock_out_an_operator_and_only_trusted_proxies_name_the_client() {
     let app = spawn_app_with(Backend::Sqlite, |config| {
-        config.dashboard.trusted_proxies = "127.0.0.1".parse().unwrap();
+        config.dashboard.client_address.trusted = "127.0.0.1".parse().unwrap();
     })
     .await;
     app.add_operator("admin", Role::Admin).await;
@@ -653,4 +644,228 @@ async fn random_input_to_the_webhook_gets_only_the_answers_of_the_contract() {
         );
     }
     assert_eq!(app.get_healthz().await.status(), 200);
+}
+
+/// Behind nginx (`X-Forwarded-For`, the default header), a client's own `Forwarded` header
+/// is only text: eight wrong passwords, each claiming another address, are throttled at the
+/// sixth, and the log names the address the proxy gave, never the invented ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_forwarded_header_neither_escapes_the_throttle_nor_reaches_the_log() {
+    use crate::process::{Launch, Server};
+    let db = crate::helpers::TestDb::create(Backend::Sqlite).await;
+    let mut server = Server::launch(
+        &db,
+        Launch {
+            env: vec![("CLAIMCHECK_TRUSTED_PROXIES", "127.0.0.1".into())],
+            ..Launch::default()
+        },
+    );
+    db.add_operator("admin").await;
+    let client = TestApp::browser();
+    let mut answers = Vec::new();
+    for i in 0..8 {
+        let response = client
+            .post(format!("http://{}/login", server.addr))
+            .header("forwarded", format!("for=198.51.100.{i}"))
+            .header("x-forwarded-for", "203.0.113.9")
+            .form(&[("username", "admin"), ("password", "guess")])
+            .send()
+            .await
+            .unwrap();
+        answers.push(location(&response));
+    }
+    assert!(
+        answers[..5].iter().all(|l| !l.contains("Too")),
+        "{answers:#?}"
+    );
+    assert!(answers[5].contains("Too"), "{answers:#?}");
+    let log = server.logged(Duration::from_millis(300));
+    let refused: Vec<_> = log
+        .iter()
+        .filter(|l| l.contains("sign-in refused") || l.contains("sign-in throttled"))
+        .collect();
+    assert_eq!(refused.len(), 8, "{log:#?}");
+    assert!(
+        refused.iter().all(|l| l.contains("address=203.0.113.9")),
+        "{refused:#?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("198.51.100.")), "{log:#?}");
+}
+
+/// On a dual-stack listener (`[::]`) every IPv4 client arrives as `::ffff:a.b.c.d`: five
+/// wrong passwords from one of them lock out that one only, and a proxy on 127.0.0.1 is
+/// recognised as the trusted proxy it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv4_clients_on_a_dual_stack_listener_are_told_apart() {
+    /// Signs in as admin at `port` from 127.0.0.`from`, through a proxy that says the client
+    /// is `forwarded_for`; where the answer sends the browser.
+    async fn sign_in(port: u16, from: u8, forwarded_for: &str, password: &str) -> String {
+        let client = reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from([127, 0, 0, from]))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let mut request = client.post(format!("http://127.0.0.1:{port}/login"));
+        if !forwarded_for.is_empty() {
+            request = request.header("x-forwarded-for", forwarded_for);
+        }
+        let response = request
+            .form(&[("username", "admin"), ("password", password)])
+            .send()
+            .await
+            .unwrap();
+        location(&response)
+    }
+    let direct = spawn_app_with(Backend::Sqlite, |config| {
+        config.bind = "[::]:0".parse().unwrap();
+    })
+    .await;
+    let proxied = spawn_app_with(Backend::Sqlite, |config| {
+        config.bind = "[::]:0".parse().unwrap();
+        config.dashboard.client_address.trusted = "127.0.0.1".parse().unwrap();
+    })
+    .await;
+    // (app, the address the guesses come from, the other client's, the header they carry)
+    for (app, guesser, other, header) in [
+        (&direct, (2, ""), (3, ""), "none"),
+        (
+            &proxied,
+            (1, "203.0.113.9"),
+            (1, "198.51.100.7"),
+            "x-forwarded-for",
+        ),
+    ] {
+        app.add_operator("admin", Role::Admin).await;
+        let port = app.addr.port();
+        for _ in 0..5 {
+            sign_in(port, guesser.0, guesser.1, "guess").await;
+        }
+        let locked = sign_in(port, guesser.0, guesser.1, PASSWORD).await;
+        assert!(locked.contains("Too"), "{header}: {locked}");
+        let other = sign_in(port, other.0, other.1, PASSWORD).await;
+        assert_eq!(other, "/", "{header}: another client is not locked out");
+    }
+}
+
+/// A username typed with a line break and a forged log line in it is logged as one line,
+/// escaped: the log shows no sign-in that did not happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_username_with_a_line_break_is_logged_as_one_line() {
+    use crate::process::{Launch, Server};
+    let db = crate::helpers::TestDb::create(Backend::Sqlite).await;
+    let mut server = Server::launch(&db, Launch::default());
+    // At most 64 characters, so that it reaches the log (longer names are refused first).
+    let forged = "x\n2026-12-03T10:00:00Z INFO signed in username=\"admin\"\u{1b}[2K";
+    TestApp::browser()
+        .post(format!("http://{}/login", server.addr))
+        .form(&[("username", forged), ("password", "guess")])
+        .send()
+        .await
+        .unwrap();
+    let log = server.logged(Duration::from_millis(300));
+    let refused: Vec<_> = log
+        .iter()
+        .filter(|l| l.contains("sign-in refused"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{log:#?}");
+    assert!(refused[0].contains(r"\n"), "{}", refused[0]);
+    assert!(
+        !log.iter().any(|l| l.starts_with("2026-12-03T10:00:00Z")),
+        "{log:#?}"
+    );
+    assert!(!log.iter().any(|l| l.contains('\u{1b}')), "{log:#?}");
+}
+
+/// Text that would mislead whoever reads it later is refused where it comes in: invisible
+/// formatting in order ids and e-mails, look-alike and mixed-script usernames, reasons longer
+/// than a page, passwords no sign-in would take; a return address with a line break is a
+/// plain 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misleading_text_is_refused_where_it_comes_in() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let admin = app.sign_in_as("ada", Role::Admin).await;
+    let add = |username: &str, password: &str| {
+        let form = [
+            ("username", username.to_owned()),
+            ("role", "viewer".to_owned()),
+            ("password", password.to_owned()),
+        ];
+        let admin = admin.clone();
+        let url = app.url("/dashboard/actions/operators");
+        async move { location(&admin.post(url).form(&form).send().await.unwrap()) }
+    };
+    let good = "a long enough password";
+    for name in ["\u{0430}dmin", "ad\u{200B}min", "adm\u{202E}in", "ad\nmin"] {
+        let answer = add(name, good).await;
+        assert!(answer.contains("error="), "{name:?}: {answer}");
+    }
+    // "adrnin" looks like "admin" on screen: refused once "admin" exists.
+    assert!(add("admin", good).await.contains("notice="));
+    let look_alike = add("adrnin", good).await;
+    assert!(look_alike.contains("error="), "{look_alike}");
+    assert!(add("ADMlN", good).await.contains("error="));
+    // A password sign-in would refuse is refused at creation too.
+    let huge = add("carla", &"p".repeat(1025)).await;
+    assert!(huge.contains("error="), "{huge}");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM operators WHERE username <> 'ada'")
+            .await,
+        1
+    );
+    // Full-width letters are the plain ones: "ａｎｎａ" signs in as "anna".
+    app.add_operator("anna", Role::Viewer).await;
+    let wide = form_login(&TestApp::browser(), &app, "ａｎｎａ", PASSWORD).await;
+    assert_eq!(location(&wide), "/");
+
+    // A reason longer than 1,000 characters is refused, and the audit log stays small.
+    assert_eq!(
+        app.deliver(&fixture("checkout.session.completed.paid"))
+            .await
+            .status(),
+        200
+    );
+    let redrive = admin
+        .post(app.url("/dashboard/actions/redrive"))
+        .form(&[
+            ("event_id", "evt_pub0001paid"),
+            ("reason", &"r".repeat(5000)),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        location(&redrive).contains("error="),
+        "{}",
+        location(&redrive)
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM audit_log WHERE action = 'redrive'")
+            .await,
+        0
+    );
+    // A megabyte of reason does not even reach the dashboard.
+    let megabyte = admin
+        .post(app.url("/dashboard/actions/redrive"))
+        .form(&[
+            ("event_id", "evt_pub0001paid"),
+            ("reason", &"r".repeat(1 << 20)),
+        ])
+        .send()
+        .await;
+    assert!(megabyte.is_err() || megabyte.unwrap().status() == 413);
+
+    let back = admin
+        .post(app.url("/dashboard/actions/bulk-redrive"))
+        .form(&[
+            ("status", "pending"),
+            ("back", "/claims/redrive?status=pending\r\nSet-Cookie: x=1"),
+            ("reason", "r"),
+            ("confirm", "1"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(back.status(), 400);
 }

@@ -74,6 +74,70 @@ impl TestDb {
         }
     }
 
+    /// A PostgreSQL database whose tables live in a tablespace of their own at `location`
+    /// (an empty folder the server's user owns).
+    pub async fn create_in_tablespace(space: &str, location: &std::path::Path) -> TestDb {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "claimcheck_test_ts_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let admin = postgres_admin_url();
+        let mut connection = admin_connection(&admin).await;
+        sqlx::raw_sql(&format!(
+            "CREATE TABLESPACE {space} LOCATION '{}'",
+            location.display()
+        ))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+        sqlx::raw_sql(&format!("CREATE DATABASE {name} TABLESPACE {space}"))
+            .execute(&mut connection)
+            .await
+            .unwrap();
+        let (base, _) = admin.rsplit_once('/').unwrap();
+        let url = format!("{base}/{name}");
+        TestDb::Postgres { name, url }
+    }
+
+    /// Adds an admin `username` (password `PASSWORD`) straight to the database, for a server
+    /// running in another process.
+    pub async fn add_operator(&self, username: &str) {
+        let store = claimcheck_core::Store::connect(
+            &self.url().parse().unwrap(),
+            &claimcheck_core::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert!(
+            store
+                .operators()
+                .add(username, &operator_hash(), Role::Admin, now_ms())
+                .await
+                .unwrap()
+        );
+        store.close().await;
+    }
+
+    /// This PostgreSQL database's name.
+    pub fn postgres_name(&self) -> &str {
+        match self {
+            TestDb::Postgres { name, .. } => name,
+            TestDb::Sqlite { .. } => panic!("a SQLite database has no name"),
+        }
+    }
+
+    /// Drops a tablespace made by [`TestDb::create_in_tablespace`], once its database
+    /// (`database`) is gone too.
+    pub async fn drop_tablespace(space: &str, database: &str) {
+        drop_postgres_database(database).await;
+        sqlx::raw_sql(&format!("DROP TABLESPACE IF EXISTS {space}"))
+            .execute(&mut admin_connection(&postgres_admin_url()).await)
+            .await
+            .unwrap();
+    }
+
     /// Runs a query that returns one integer, straight against the database.
     pub async fn count(&self, sql: &str) -> i64 {
         match self {
@@ -230,6 +294,12 @@ pub fn test_config(database_url: &str) -> ServeConfig {
         // Alert tests turn the checks on themselves (or drive them with a chosen time).
         alerts: claimcheck_server::config::AlertsConfig {
             check_interval: Duration::ZERO,
+            ..Default::default()
+        },
+        // Tests read the claims by state right after changing them; the one-read-per-interval
+        // test sets its own interval.
+        metrics: claimcheck_server::config::MetricsConfig {
+            database_every: Duration::ZERO,
             ..Default::default()
         },
         ..ServeConfig::default()
@@ -411,6 +481,29 @@ pub fn operator_hash() -> String {
         .clone()
 }
 
+/// A paid `checkout.session.completed` for `order` (40 credits, CHF 49.00, the customer
+/// `<order>@example.ch`) through `session`, as Stripe sends it.
+pub fn paid_session(event_id: &str, session: &str, order: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": event_id,
+        "object": "event",
+        "created": 1_764_400_000,
+        "livemode": false,
+        "type": "checkout.session.completed",
+        "data": {"object": {
+            "id": session,
+            "object": "checkout.session",
+            "payment_status": "paid",
+            "payment_intent": format!("pi_{session}"),
+            "amount_total": 4900,
+            "currency": "chf",
+            "customer_details": {"email": format!("{order}@example.ch")},
+            "metadata": {"order_id": order, "credits": "40"}
+        }}
+    }))
+    .unwrap()
+}
+
 /// A Stripe event from `fixtures/stripe/events/`, byte for byte.
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
@@ -455,3 +548,59 @@ macro_rules! on_both_backends {
     )+};
 }
 pub(crate) use on_both_backends;
+
+/// The decoded value of one query parameter of a redirect's location (`+` and `%20` alike).
+pub fn query_value(location: &str, name: &str) -> Option<String> {
+    let url = reqwest::Url::parse("http://localhost")
+        .ok()?
+        .join(location)
+        .ok()?;
+    url.query_pairs()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+}
+
+/// The outcome a form post's redirect carries in the flash cookie, decoded.
+pub fn flash(response: &reqwest::Response) -> Option<app::flash::Flash> {
+    let cookies = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default());
+    app::flash::Flash::from_cookies(cookies)
+}
+
+/// Where a form post's redirect lands and what it carries, written as one string for the
+/// assertions: the location, then `notice=<text>` or `error=<text>` (the flash cookie,
+/// percent-encoded as a query value) joined as a query would be. The location itself never
+/// carries either (support_desk tests that).
+pub fn landing(response: &reqwest::Response) -> String {
+    let location = response
+        .headers()
+        .get("location")
+        .map(|l| l.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let Some(flash) = flash(response) else {
+        return location;
+    };
+    let (key, text) = match flash {
+        app::flash::Flash::Notice(text) => ("notice", text),
+        app::flash::Flash::Error(text) => ("error", text),
+        app::flash::Flash::Form(form) => ("error", form.summary),
+    };
+    let joiner = if location.contains('?') { '&' } else { '?' };
+    format!("{location}{joiner}{key}={}", app::links::encode(&text))
+}
+
+/// Where `GET /search/go?q=term` sends `client`.
+pub async fn search_go(app: &TestApp, client: &reqwest::Client, term: &str) -> String {
+    let response = client
+        .get(app.url("/search/go"))
+        .query(&[("q", term)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303, "search for {term}");
+    crate::helpers::landing(&response)
+}

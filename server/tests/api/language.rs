@@ -12,7 +12,7 @@ on_both_backends!(
 );
 
 fn location(response: &reqwest::Response) -> String {
-    response.headers()["location"].to_str().unwrap().to_owned()
+    crate::helpers::landing(response)
 }
 
 async fn page(app: &TestApp, client: &reqwest::Client, path: &str, accept: &str) -> String {

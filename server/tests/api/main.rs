@@ -5,25 +5,32 @@
 mod helpers;
 
 mod access;
+mod alert_handling;
 mod alerts;
 mod bulk_redrive;
+mod claim_queue;
 mod cli;
 mod crash;
 mod dashboard;
 // The rehearsal tools are commands of a build with the `rehearsal` feature only.
 #[cfg(feature = "rehearsal")]
 mod demo;
+mod disk_full;
 mod fulfilment;
 mod hardening;
 mod health;
 mod language;
+mod limits;
 mod money;
 mod observability;
 mod operator_cli;
 mod outgoing;
+mod process;
 mod reconcile;
+mod refund_form;
 mod search;
 #[cfg(feature = "rehearsal")]
 mod simulate;
+mod support_desk;
 mod two_factor;
 mod webhook;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use claimcheck_core::OrderId;
+use claimcheck_core::auth::Role;
 use claimcheck_core::payments::{CheckoutUrls, OrderRequest, open_checkout};
 use claimcheck_core::reconcile::{ReconcileConfig, ReconcileError, run};
 use claimcheck_core::stripe::{ApiKey, ListError, StripeApi, StripeConfig};
@@ -223,9 +224,62 @@ async fn orders_paid_during_an_outage_longer_than_the_retries_are_recovered_once
             .await,
         5
     );
-    let runs = drill.app.store.reconcile_runs().recent(10).await.unwrap();
+    let runs = drill
+        .app
+        .store
+        .reconcile_runs()
+        .recent(10, true)
+        .await
+        .unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[1].claimed, 5);
+
+    // The first run's recovered events are listed by its number (the alert's link), each
+    // naming the run; the second run recovered none.
+    let viewer = drill.app.sign_in_as("vic", Role::Viewer).await;
+    let by_run = |run: i64| {
+        let (app, viewer) = (&drill.app, &viewer);
+        async move {
+            let run = run.to_string();
+            let page: Value = app
+                .call(
+                    viewer,
+                    "events",
+                    &[
+                        ("status", ""),
+                        ("event_type", ""),
+                        ("search", ""),
+                        ("from", ""),
+                        ("to", ""),
+                        ("after", ""),
+                        ("source", "reconcile"),
+                        ("run", &run),
+                    ],
+                )
+                .await
+                .json()
+                .await
+                .unwrap();
+            page["rows"].as_array().unwrap().len()
+        }
+    };
+    assert_eq!(by_run(runs[1].id).await, 5);
+    assert_eq!(by_run(runs[0].id).await, 0);
+    assert_eq!(by_run(9_999).await, 0);
+    let order: Value = drill
+        .app
+        .call(&viewer, "order", &[("order_id", orders[0].as_str())])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let recovered = order["history"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|line| line["what"]["Delivery"]["recovered_by"].as_i64())
+        .collect::<Vec<_>>();
+    assert_eq!(recovered, [runs[1].id], "{order}");
 }
 
 async fn a_wrong_signing_secret_loses_nothing_once_reconciled(backend: Backend) {
@@ -383,7 +437,13 @@ async fn two_runs_at_once_make_one_and_a_refused_key_changes_nothing(backend: Ba
             .await,
         cursor
     );
-    let runs = drill.app.store.reconcile_runs().recent(1).await.unwrap();
+    let runs = drill
+        .app
+        .store
+        .reconcile_runs()
+        .recent(1, true)
+        .await
+        .unwrap();
     assert!(
         runs[0].error.as_deref().unwrap().contains("STRIPE_API_KEY"),
         "{runs:?}"
@@ -488,29 +548,53 @@ async fn admins_reconcile_from_the_dashboard_and_the_overview_tells_a_wrong_secr
             .unwrap();
     }
     let viewer = app.sign_in_as("vera", Role::Viewer).await;
-    assert_eq!(
-        app.call(&viewer, "reconcile_preview", &[]).await.status(),
-        403
-    );
+    let dry_run = |client: reqwest::Client| {
+        let url = app.url("/dashboard/actions/reconcile/preview");
+        async move { client.post(url).send().await.unwrap() }
+    };
+    assert_eq!(dry_run(viewer.clone()).await.status(), 403);
     let admin = app.sign_in_as("ada", Role::Admin).await;
-    let preview: Value = app
-        .call(&admin, "reconcile_preview", &[])
+    // Opening the page, as anyone, asks Stripe nothing and records nothing.
+    for (client, is_admin) in [(&viewer, false), (&admin, true)] {
+        let page = client.get(app.url("/reconcile")).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let html = page.text().await.unwrap();
+        assert!(html.contains("No run yet."), "{html}");
+        // Only the role that may run it is offered the buttons.
+        assert_eq!(
+            html.contains("/dashboard/actions/reconcile/preview"),
+            is_admin
+        );
+    }
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM reconcile_runs").await, 0);
+    // The dry run is a POST: it says what a run would claim, and the history keeps it.
+    let done = dry_run(admin.clone()).await;
+    assert_eq!(done.status(), 303);
+    let location = crate::helpers::landing(&done);
+    let notice = crate::helpers::query_value(&location, "notice").unwrap();
+    assert!(notice.contains("3 would be claimed now"), "{notice}");
+    let history: Value = app
+        .call(&viewer, "reconcile_history", &[])
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(preview["would_claim"], 3, "{preview}");
-    let page = admin.get(app.url("/reconcile")).send().await.unwrap();
-    assert_eq!(page.status(), 200);
-    // The page streams its dry run: read it whole before reconciling for real.
-    assert!(page.text().await.unwrap().contains("would be claimed now"));
+    assert_eq!(history["runs"][0]["dry_run"], true, "{history}");
+    assert_eq!(history["runs"][0]["claimed"], 3, "{history}");
+    assert_eq!(history["can_run"], false, "{history}");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events")
+            .await,
+        0
+    );
     let done = admin
         .post(app.url("/dashboard/actions/reconcile"))
         .form(&[("reason", "after the firewall change")])
         .send()
         .await
         .unwrap();
-    let location = done.headers()["location"].to_str().unwrap().to_owned();
+    let location = crate::helpers::landing(&done);
     assert!(
         location.contains("3%20claimed") || location.contains("3+claimed"),
         "{location}"

@@ -5,26 +5,15 @@ use claimcheck_core::auth::Role;
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use serde_json::Value;
 
-use crate::helpers::{TestApp, fixture, on_both_backends};
+use crate::helpers::{TestApp, fixture, on_both_backends, search_go as go};
 
 on_both_backends!(
     one_match_opens_straight_away,
     several_matches_or_none_land_on_the_results_page,
     a_charge_refunded_in_parts_and_its_dispute_open_their_order,
     search_is_for_signed_in_operators_and_bounded,
+    a_delivery_recorded_without_a_claim_is_found_by_its_id_and_type,
 );
-
-/// Where `GET /search/go?q=term` sends `client`.
-async fn go(app: &TestApp, client: &reqwest::Client, term: &str) -> String {
-    let response = client
-        .get(app.url("/search/go"))
-        .query(&[("q", term)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 303, "search for {term}");
-    response.headers()["location"].to_str().unwrap().to_owned()
-}
 
 /// The paid session, its twin and a refund of it, delivered and fulfilled.
 async fn paid_and_refunded(app: &TestApp) {
@@ -68,11 +57,11 @@ async fn one_match_opens_straight_away(app: TestApp) {
     // The customer by e-mail (any case) or Stripe customer id.
     assert_eq!(
         go(&app, &viewer, "Student1@Example.ch").await,
-        "/orders?q=Student1@Example.ch"
+        "/customers/student1@example.ch"
     );
     assert_eq!(
         go(&app, &viewer, "cus_pub0001Q4vWm8").await,
-        "/orders?q=cus_pub0001Q4vWm8"
+        "/customers/cus_pub0001Q4vWm8"
     );
     // Where the jump lands renders.
     let page = viewer.get(app.url(order)).send().await.unwrap();
@@ -165,9 +154,10 @@ async fn several_matches_or_none_land_on_the_results_page(app: TestApp) {
         .json()
         .await
         .unwrap();
+    // No order has that payment intent, but both refunds' payloads name it.
     assert!(found["customer"].is_null(), "{found}");
     assert_eq!(found["orders"].as_array().unwrap().len(), 0, "{found}");
-    assert_eq!(found["events"].as_array().unwrap().len(), 0, "{found}");
+    assert_eq!(found["events"].as_array().unwrap().len(), 2, "{found}");
 
     // Delivered sessions for two orders of one customer id, with no e-mail in common.
     for (order, email) in [("ord_two_a", "a@example.ch"), ("ord_two_b", "b@example.ch")] {
@@ -230,4 +220,66 @@ async fn search_is_for_signed_in_operators_and_bounded(app: TestApp) {
         .unwrap();
     assert_eq!(response.status(), 400);
     assert!(response.text().await.unwrap().contains("at most 320"));
+}
+
+async fn a_delivery_recorded_without_a_claim_is_found_by_its_id_and_type(app: TestApp) {
+    // A type this version does not act on: recorded, answered 200, no claim.
+    assert_eq!(
+        app.deliver(&fixture("customer.discount.created"))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events")
+            .await,
+        0
+    );
+    let support = app.sign_in_as("sam", Role::Support).await;
+    for term in ["evt_pub0004disc", "customer.discount.created"] {
+        assert_eq!(
+            go(&app, &support, term).await,
+            format!("/search?q={}", app::links::encode(term)),
+            "{term}"
+        );
+        let found: Value = app
+            .call(&support, "search", &[("term", term)])
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            found["deliveries"][0]["event_id"], "evt_pub0004disc",
+            "{found}"
+        );
+        assert_eq!(found["deliveries"][0]["outcome"], "ignored", "{found}");
+    }
+    let html = support
+        .get(app.url("/search?q=evt_pub0004disc"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("data-testid=\"search-unclaimed\""), "{html}");
+    // A claimed event's own deliveries are its claim's: not listed again.
+    assert_eq!(
+        app.deliver(&fixture("checkout.session.completed.paid"))
+            .await
+            .status(),
+        200
+    );
+    let found: Value = app
+        .call(
+            &support,
+            "search",
+            &[("term", "checkout.session.completed")],
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found["deliveries"].as_array().unwrap().len(), 0, "{found}");
 }

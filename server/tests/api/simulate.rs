@@ -91,8 +91,8 @@ async fn a_refused_token_is_reported_not_a_verdict() {
 async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
     use claimcheck_core::{Store, StoreOptions};
 
-    use crate::crash::Server;
     use crate::helpers::TestDb;
+    use crate::process::Server;
 
     let db = TestDb::create(Backend::Postgres).await;
     let first = Server::start(&db, None);

@@ -14,11 +14,7 @@ on_both_backends!(
 );
 
 fn location(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get("location")
-        .map(|l| l.to_str().unwrap().to_owned())
-        .unwrap_or_default()
+    crate::helpers::landing(response)
 }
 
 async fn secret_of(app: &TestApp, username: &str) -> TotpSecret {
@@ -250,4 +246,34 @@ async fn admins_must_enrol_first_and_a_lost_phone_is_reset_from_the_cli() {
             .await,
         1
     );
+}
+
+/// Whoever knows the password gets five codes, not five per password: rounds of "right
+/// password, four wrong codes" are throttled at the sixth code, from any address, even the
+/// right code then; a complete sign-in later starts afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_factor_is_throttled_after_five_wrong_codes_whatever_the_passwords_between() {
+    let app = crate::helpers::spawn_app(Backend::Sqlite).await;
+    let anna = app.sign_in_as("anna", Role::Support).await;
+    enrol(&app, &anna, "anna").await;
+    let mut wrong = 0;
+    let mut throttled = None;
+    'rounds: for _ in 0..3 {
+        let (client, to) = password_step(&app, "anna").await;
+        assert!(to.starts_with("/login/2fa"), "{to}");
+        for _ in 0..4 {
+            let answer = code_step(&app, &client, "000000").await;
+            if answer.contains("Too") {
+                throttled = Some(client);
+                break 'rounds;
+            }
+            wrong += 1;
+        }
+    }
+    assert_eq!(wrong, 5, "five wrong codes, then the throttle");
+    let client = throttled.unwrap();
+    let secret = secret_of(&app, "anna").await;
+    let right = secret.code_at(now_ms() / 1000 + 30).unwrap();
+    assert!(code_step(&app, &client, &right).await.contains("Too"));
+    assert_eq!(app.call(&client, "me", &[]).await.status(), 401);
 }

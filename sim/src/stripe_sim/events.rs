@@ -450,6 +450,20 @@ async fn pay(
             tokio::time::sleep(Duration::from_millis(u64::try_from(delay).unwrap_or(0))).await;
             let mut state = sim.lock();
             let id = session["id"].as_str().unwrap_or_default().to_owned();
+            if kind == "checkout.session.async_payment_failed" {
+                // As Stripe does: the payment intent's own failure, with the bank's reason,
+                // which the session's event does not carry.
+                state.event(
+                    "payment_intent.payment_failed",
+                    json!({ "id": session["payment_intent"], "object": "payment_intent",
+                            "amount": session["amount_total"], "status": "requires_payment_method",
+                            "last_payment_error": {
+                                "type": "invalid_request_error",
+                                "code": "insufficient_funds",
+                                "message": "The customer's account has insufficient funds to cover this payment."
+                            } }),
+                );
+            }
             state.sessions.insert(id, session.clone());
             state.event(kind, session);
         });

@@ -6,8 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::alert::AlertCondition;
-use crate::alert::{AlertDetail, MessageKind};
+use crate::alert::{AlertCondition, AlertDetail, MessageKind};
 
 /// What a message says about an alert.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +19,13 @@ pub struct AlertFacts {
     pub samples: Vec<String>,
     pub opened_at: i64,
     pub resolved_at: Option<i64>,
+    /// The operator who resolved it by hand; `None` when the condition cleared.
+    pub resolved_by: Option<String>,
+    /// Their note, with `resolved_by`.
+    pub note: Option<String>,
+    /// What the alert is about, as data (`None` for alerts recorded before details were
+    /// kept): the link can name exactly what it found (a reconcile run's events).
+    pub detail: Option<AlertDetail>,
 }
 
 /// One message, ready for any channel.

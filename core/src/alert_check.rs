@@ -1,6 +1,6 @@
 //! Alerting, engine side: what the database says ([`Observations`]), which conditions hold
-//! ([`evaluate`], pure), what an open alert does next ([`decide`], pure), and one check that
-//! puts them together ([`check`]). Every instance checks; the store's compare-and-sets make
+//! ([`evaluate`], pure), what an open alert does next given what operators did with it
+//! ([`decide`], pure), and one check that puts them together ([`check`]). Every instance checks; the store's compare-and-sets make
 //! one of them open, remind and resolve each alert, and queue its messages in the outbox the
 //! server's sender empties.
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 pub use message::{AlertFacts, AlertWording, Message};
 
-use crate::alert::{AlertChannel, AlertCondition, AlertDetail, MessageKind};
+use crate::alert::{AlertChannel, AlertCondition, AlertDetail, Handling, MessageKind};
 use crate::error::StoreError;
 use crate::store::{AlertView, Noted, ReconcileRunView, Store};
 
@@ -35,6 +35,8 @@ pub struct AlertThresholds {
     pub indeterminate_after: Option<Duration>,
     /// A reconcile run that recovered events or failed, within this long.
     pub reconcile_window: Option<Duration>,
+    /// Writes refused for lack of space now, or within this long.
+    pub storage_full_window: Option<Duration>,
 }
 
 impl Default for AlertThresholds {
@@ -46,6 +48,7 @@ impl Default for AlertThresholds {
             signature_window: Some(Duration::from_secs(15 * 60)),
             indeterminate_after: Some(Duration::from_secs(5 * 60)),
             reconcile_window: Some(Duration::from_secs(24 * 3600)),
+            storage_full_window: Some(Duration::from_secs(15 * 60)),
         }
     }
 }
@@ -92,6 +95,10 @@ pub struct Observations {
     pub indeterminate_requests: Tally,
     /// The latest reconcile run that was not a dry run.
     pub last_reconcile: Option<ReconcileRunView>,
+    /// The checking instance's last outage of writes refused for lack of space: (first
+    /// refusal, last refusal, still refused). Not in the database: a full disk cannot record
+    /// itself.
+    pub storage_full: Option<(i64, i64, bool)>,
 }
 
 /// A condition that holds, with what it is about.
@@ -204,6 +211,7 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
                 at: run.finished_at,
                 actor: run.actor.clone(),
                 claimed,
+                run: Some(run.id),
             }),
             _ => None,
         };
@@ -217,6 +225,22 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             });
         }
     }
+    if let Some(window) = thresholds.storage_full_window
+        && let Some((since, last_at, ongoing)) = obs.storage_full
+        && (ongoing || last_at >= now - ms(window))
+    {
+        found.push(Finding {
+            condition: AlertCondition::StorageFull,
+            count: 1,
+            since: Some(since),
+            detail: AlertDetail::StorageFull {
+                since,
+                last_at,
+                ongoing,
+            },
+            samples: Vec::new(),
+        });
+    }
     found
 }
 
@@ -227,23 +251,39 @@ pub enum Step {
     Open,
     /// Still holds and the repeat interval is over: send a reminder.
     Remind,
-    /// Still holds, reminded recently: only bring its figures up to date.
+    /// Still holds, reminded recently (or acknowledged, or snoozed): only bring its figures
+    /// up to date.
     Refresh,
     /// No longer holds: resolve, send "resolved".
     Resolve,
+    /// No longer holds while snoozed: resolve without a message.
+    ResolveQuietly,
     /// Nothing holds and nothing is open.
     Nothing,
 }
 
-/// The step for one condition: `last_notified` is the open alert's last message, if one is
-/// open; `holds` whether the condition holds now.
-pub fn decide(last_notified: Option<i64>, holds: bool, now: i64, repeat: Option<Duration>) -> Step {
-    match (last_notified, holds) {
+/// An open alert as a check weighs it: its last message and what operators did with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Standing<'a> {
+    pub last_notified: i64,
+    pub handling: &'a Handling,
+}
+
+/// The step for one condition: `open` is its open alert, if one is; `holds` whether the
+/// condition holds now. An acknowledged alert is not reminded of; a snoozed one sends
+/// nothing until the snooze ends, then is reminded of as if never snoozed (at once, when
+/// the interval passed meanwhile).
+pub fn decide(open: Option<Standing<'_>>, holds: bool, now: i64, repeat: Option<Duration>) -> Step {
+    match (open, holds) {
         (None, true) => Step::Open,
         (None, false) => Step::Nothing,
+        (Some(alert), false) if alert.handling.silences(now) => Step::ResolveQuietly,
         (Some(_), false) => Step::Resolve,
-        (Some(last), true) => match repeat {
-            Some(every) if !every.is_zero() && now >= last + ms(every) => Step::Remind,
+        (Some(alert), true) if alert.handling.holds_reminders(now) => Step::Refresh,
+        (Some(alert), true) => match repeat {
+            Some(every) if !every.is_zero() && now >= alert.last_notified + ms(every) => {
+                Step::Remind
+            }
             _ => Step::Refresh,
         },
     }
@@ -264,7 +304,8 @@ pub async fn check(
     policy: &AlertPolicy,
     now: i64,
 ) -> Result<Vec<Queued>, StoreError> {
-    let observed = store.alerts().observe(&policy.thresholds, now).await?;
+    let mut observed = store.alerts().observe(&policy.thresholds, now).await?;
+    observed.storage_full = store.write_health().last_outage();
     let findings = evaluate(&observed, &policy.thresholds);
     let open = store.alerts().open().await?;
     let mut queued = Vec::new();
@@ -275,12 +316,11 @@ pub async fn check(
             .zip(summary.as_deref())
             .map(|(finding, summary)| Noted { finding, summary });
         let current = open.iter().find(|a| a.condition == condition);
-        let step = decide(
-            current.map(|a| a.last_notified_at),
-            finding.is_some(),
-            now,
-            policy.repeat,
-        );
+        let standing = current.map(|a| Standing {
+            last_notified: a.last_notified_at,
+            handling: &a.handling,
+        });
+        let step = decide(standing, finding.is_some(), now, policy.repeat);
         let landed = match (step, noted, current) {
             (Step::Open, Some(noted), _) => {
                 let facts = AlertFacts::of_finding(&noted, now);
@@ -302,7 +342,11 @@ pub async fn check(
             (Step::Resolve, _, Some(alert)) => {
                 let facts = AlertFacts::of_alert(alert, now);
                 let messages = messages(policy, MessageKind::Resolved, &facts);
-                store.alerts().resolve(alert.id, now, &messages).await?
+                store.alerts().resolve(alert, now, &messages).await?
+            }
+            (Step::ResolveQuietly, _, Some(alert)) => {
+                store.alerts().resolve(alert, now, &[]).await?;
+                false
             }
             _ => false,
         };
@@ -318,7 +362,8 @@ pub async fn check(
     Ok(queued)
 }
 
-fn messages(
+/// One message of `kind` per channel of `policy`.
+pub(crate) fn messages(
     policy: &AlertPolicy,
     kind: MessageKind,
     facts: &AlertFacts,
@@ -342,10 +387,14 @@ impl AlertFacts {
             samples: finding.samples.clone(),
             opened_at,
             resolved_at: None,
+            resolved_by: None,
+            note: None,
+            detail: Some(finding.detail.clone()),
         }
     }
 
-    fn of_alert(alert: &AlertView, resolved_at: i64) -> AlertFacts {
+    /// An alert resolved at `resolved_at` (by hand if it says who).
+    pub(crate) fn of_alert(alert: &AlertView, resolved_at: i64) -> AlertFacts {
         AlertFacts {
             condition: alert.condition,
             count: alert.count,
@@ -354,6 +403,9 @@ impl AlertFacts {
             samples: alert.samples.clone(),
             opened_at: alert.opened_at,
             resolved_at: Some(resolved_at),
+            resolved_by: alert.resolved_by.clone(),
+            note: alert.resolution_note.clone(),
+            detail: alert.detail.clone(),
         }
     }
 }
@@ -390,6 +442,31 @@ mod tests {
     #[test]
     fn nothing_holds_on_a_quiet_database() {
         assert!(conditions(&quiet()).is_empty());
+    }
+
+    #[test]
+    fn a_full_disk_holds_while_it_lasts_and_for_the_window_after() {
+        let ongoing = Observations {
+            storage_full: Some((NOW - 60 * MIN, NOW - MIN, true)),
+            ..quiet()
+        };
+        assert_eq!(conditions(&ongoing), [AlertCondition::StorageFull]);
+        let recent = Observations {
+            storage_full: Some((NOW - 20 * MIN, NOW - 10 * MIN, false)),
+            ..quiet()
+        };
+        let found = evaluate(&recent, &AlertThresholds::default());
+        assert_eq!(found[0].since, Some(NOW - 20 * MIN));
+        let long_ago = Observations {
+            storage_full: Some((NOW - 60 * MIN, NOW - 20 * MIN, false)),
+            ..quiet()
+        };
+        assert!(conditions(&long_ago).is_empty());
+        let off = AlertThresholds {
+            storage_full_window: None,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&ongoing, &off).is_empty());
     }
 
     #[test]
@@ -494,6 +571,7 @@ mod tests {
 
     fn run(claimed: i64, error: Option<&str>, finished_at: i64) -> ReconcileRunView {
         ReconcileRunView {
+            id: 7,
             started_at: finished_at - 1000,
             finished_at,
             since: 0,
@@ -520,7 +598,8 @@ mod tests {
             AlertDetail::ReconcileRecovered {
                 at: NOW - MIN,
                 actor: "reconciler".into(),
-                claimed: 4
+                claimed: 4,
+                run: Some(7),
             }
         );
         let failed = evaluate(
@@ -535,22 +614,109 @@ mod tests {
         assert!(conditions(&with(run(4, None, NOW - 25 * 60 * MIN))).is_empty());
     }
 
+    fn standing(last_notified: i64, handling: &Handling) -> Option<Standing<'_>> {
+        Some(Standing {
+            last_notified,
+            handling,
+        })
+    }
+
     #[test]
     fn an_alert_opens_once_repeats_after_the_interval_and_resolves() {
         let every = Some(Duration::from_secs(30 * 60));
+        let open = &Handling::Open;
         assert_eq!(decide(None, true, NOW, every), Step::Open);
         assert_eq!(decide(None, false, NOW, every), Step::Nothing);
-        assert_eq!(decide(Some(NOW), true, NOW + MIN, every), Step::Refresh);
         assert_eq!(
-            decide(Some(NOW), true, NOW + 29 * MIN, every),
+            decide(standing(NOW, open), true, NOW + MIN, every),
             Step::Refresh
         );
-        assert_eq!(decide(Some(NOW), true, NOW + 30 * MIN, every), Step::Remind);
-        assert_eq!(decide(Some(NOW), false, NOW + MIN, every), Step::Resolve);
+        assert_eq!(
+            decide(standing(NOW, open), true, NOW + 29 * MIN, every),
+            Step::Refresh
+        );
+        assert_eq!(
+            decide(standing(NOW, open), true, NOW + 30 * MIN, every),
+            Step::Remind
+        );
+        assert_eq!(
+            decide(standing(NOW, open), false, NOW + MIN, every),
+            Step::Resolve
+        );
         // Without a repeat interval: never reminded.
         assert_eq!(
-            decide(Some(NOW), true, NOW + 9999 * MIN, None),
+            decide(standing(NOW, open), true, NOW + 9999 * MIN, None),
             Step::Refresh
+        );
+    }
+
+    #[test]
+    fn an_acknowledged_alert_is_never_reminded_of_and_still_resolves_with_its_message() {
+        let every = Some(Duration::from_secs(30 * 60));
+        let acknowledged = &Handling::Acknowledged {
+            by: "sam".into(),
+            at: NOW + MIN,
+        };
+        for later in [30 * MIN, 31 * MIN, 24 * 60 * MIN, 999 * 60 * MIN] {
+            assert_eq!(
+                decide(standing(NOW, acknowledged), true, NOW + later, every),
+                Step::Refresh,
+                "{later}"
+            );
+        }
+        assert_eq!(
+            decide(standing(NOW, acknowledged), false, NOW + 40 * MIN, every),
+            Step::Resolve
+        );
+        // Once resolved it is gone: the condition coming back opens a new alert.
+        assert_eq!(decide(None, true, NOW + 41 * MIN, every), Step::Open);
+    }
+
+    #[test]
+    fn a_snoozed_alert_sends_nothing_until_the_snooze_ends_then_reminders_resume() {
+        let every = Some(Duration::from_secs(30 * 60));
+        let until = NOW + 60 * MIN;
+        let snoozed = &Handling::Snoozed {
+            by: "sam".into(),
+            at: NOW,
+            until,
+        };
+        // Reminded at NOW; due again at NOW + 30 min, but snoozed until NOW + 60 min.
+        assert_eq!(
+            decide(standing(NOW, snoozed), true, NOW + 31 * MIN, every),
+            Step::Refresh
+        );
+        assert_eq!(
+            decide(standing(NOW, snoozed), true, until - 1, every),
+            Step::Refresh
+        );
+        // The snooze is over and the interval passed long ago: a reminder at once.
+        assert_eq!(
+            decide(standing(NOW, snoozed), true, until, every),
+            Step::Remind
+        );
+        // A short snooze inside the interval: the reminder comes when it is due anyway.
+        let short = &Handling::Snoozed {
+            by: "sam".into(),
+            at: NOW,
+            until: NOW + 5 * MIN,
+        };
+        assert_eq!(
+            decide(standing(NOW, short), true, NOW + 10 * MIN, every),
+            Step::Refresh
+        );
+        assert_eq!(
+            decide(standing(NOW, short), true, NOW + 30 * MIN, every),
+            Step::Remind
+        );
+        // Cleared while snoozed: resolved without a word; after the snooze, announced.
+        assert_eq!(
+            decide(standing(NOW, snoozed), false, until - 1, every),
+            Step::ResolveQuietly
+        );
+        assert_eq!(
+            decide(standing(NOW, snoozed), false, until, every),
+            Step::Resolve
         );
     }
 }

@@ -1,0 +1,165 @@
+//! The overview: claims by state, deliveries per hour, acknowledgement latency, credits today, the last reconcile run, what the server knows of its health.
+
+use super::*;
+
+/// The overview page's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// "sqlite" or "postgres".
+    pub backend: String,
+    /// When the server read these figures, as text in UTC.
+    pub checked_at: String,
+    /// Claims per state, in the order operators read them.
+    pub claims: Vec<StateCount>,
+    /// Deliveries per hour over the last 24 hours, oldest first.
+    pub hours: Vec<HourCount>,
+    /// Acknowledgement latency bounds (ms) since this server started, and over how many.
+    pub ack_p50_ms: Option<f64>,
+    pub ack_p99_ms: Option<f64>,
+    pub acked: u64,
+    /// Credits unlocked since midnight UTC.
+    pub credits_today: i64,
+    /// The reconciler's last run, if any.
+    pub reconcile: Option<ReconcileSummary>,
+    /// Deliveries refused for their signature since the last accepted one (this server).
+    pub bad_signatures_in_a_row: u64,
+    /// The operator may reconcile now (an admin, with STRIPE_API_KEY configured).
+    pub can_reconcile: bool,
+    /// Since when the database refuses this server's writes for lack of space (disk full),
+    /// in the reader's time; `None` while writes go through.
+    pub storage_full_since: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcileSummary {
+    pub at: String,
+    pub actor: String,
+    pub dry_run: bool,
+    pub listed: i64,
+    pub claimed: i64,
+    pub error: Option<String>,
+}
+
+/// What the dashboard knows of the webhook and the reconciler, from the server.
+#[cfg(feature = "ssr")]
+#[derive(Clone)]
+pub struct ServerHealth {
+    pub bad_signatures_in_a_row: std::sync::Arc<dyn Fn() -> u64 + Send + Sync>,
+    pub stripe: Option<claimcheck_core::stripe::StripeApi>,
+    pub reconcile: claimcheck_core::reconcile::ReconcileConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HourCount {
+    /// "14:00" (UTC), the start of the hour.
+    pub label: String,
+    /// Claimed (new events).
+    pub claimed: i64,
+    /// Duplicates and twins answered 200 without a new claim.
+    pub duplicate: i64,
+    /// Ignored types and refused payloads.
+    pub other: i64,
+}
+
+/// Where the overview reads acknowledgement latencies: the server's own metrics.
+#[cfg(feature = "ssr")]
+#[derive(Clone)]
+pub struct AckLatency(pub std::sync::Arc<dyn Fn(f64) -> Option<(f64, u64)> + Send + Sync>);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateCount {
+    pub state: ClaimState,
+    pub count: i64,
+}
+
+/// Claims per state and when they were counted.
+#[server(prefix = "/dashboard/fn", endpoint = "overview")]
+pub async fn get_overview() -> Result<Overview, ServerFnError> {
+    use claimcheck_core::{ClaimState, DeliveryOutcome, now_ms};
+
+    let (store, operator) = server::require(Role::Viewer).await?;
+    let reader = crate::i18n::reader();
+    let now = now_ms();
+    let counts = store
+        .claims()
+        .counts(now)
+        .await
+        .map_err(server::unavailable)?;
+    // 24 whole hours ending with the current one.
+    let hour = 3_600_000;
+    let since = (now / hour - 23) * hour;
+    let mut hours: Vec<HourCount> = (0..24)
+        .map(|i| HourCount {
+            label: reader.hour(since + i * hour),
+            claimed: 0,
+            duplicate: 0,
+            other: 0,
+        })
+        .collect();
+    for (i, outcome, n) in store
+        .claims()
+        .deliveries_by_hour(since)
+        .await
+        .map_err(server::unavailable)?
+    {
+        if let Some(bucket) = usize::try_from(i).ok().and_then(|i| hours.get_mut(i)) {
+            match outcome {
+                DeliveryOutcome::Claimed => bucket.claimed += n,
+                DeliveryOutcome::DuplicateEvent | DeliveryOutcome::DuplicateAction => {
+                    bucket.duplicate += n
+                }
+                _ => bucket.other += n,
+            }
+        }
+    }
+    let midnight = now - now.rem_euclid(86_400_000);
+    let credits_today = store
+        .orders()
+        .credits_unlocked_since(midnight)
+        .await
+        .map_err(server::unavailable)?;
+    let latency = use_context::<AckLatency>();
+    let quantile = |q| latency.as_ref().and_then(|l| (l.0)(q));
+    let health = use_context::<ServerHealth>();
+    let reconcile = store
+        .reconcile_runs()
+        .recent(1, false)
+        .await
+        .map_err(server::unavailable)?
+        .pop()
+        .map(|run| ReconcileSummary {
+            at: server::time(run.finished_at),
+            actor: run.actor,
+            dry_run: run.dry_run,
+            listed: run.listed,
+            claimed: run.claimed,
+            error: run.error,
+        });
+    Ok(Overview {
+        reconcile,
+        bad_signatures_in_a_row: health
+            .as_ref()
+            .map(|h| (h.bad_signatures_in_a_row)())
+            .unwrap_or(0),
+        can_reconcile: operator.role.can_administer()
+            && health.as_ref().is_some_and(|h| h.stripe.is_some()),
+        storage_full_since: match store.write_health().writes() {
+            claimcheck_core::Writes::RefusedFull { since } => Some(reader.time(since)),
+            claimcheck_core::Writes::Accepted => None,
+        },
+        backend: store.backend().as_str().to_owned(),
+        checked_at: reader.time_precise(now),
+        claims: ClaimState::ALL
+            .into_iter()
+            .map(|state| StateCount {
+                state,
+                count: counts.get(state),
+            })
+            .collect(),
+        hours,
+        ack_p50_ms: quantile(0.5).map(|(ms, _)| ms),
+        ack_p99_ms: quantile(0.99).map(|(ms, _)| ms),
+        acked: quantile(0.5).map(|(_, n)| n).unwrap_or(0),
+        credits_today,
+    })
+}

@@ -1,0 +1,212 @@
+//! The Stripe event types Claimcheck knows, as one enum: whether it acts on each (and so
+//! claims it) or only records it, what names the one action an event of the type describes,
+//! and which object it carries. Every place a type decides something matches on this enum,
+//! so adding a type is one arm here that the compiler then walks through the rest.
+//! Vocabulary: the browser bundle compiles it too.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Declares the enum and `EventKind::ALL` from one list, so that a kind cannot be added to
+/// one and forgotten in the other (`parse` reads `ALL`).
+macro_rules! event_kinds {
+    ($(#[$enum_meta:meta])* pub enum EventKind { $($(#[$meta:meta])* $kind:ident,)+ }) => {
+        $(#[$enum_meta])*
+        pub enum EventKind {
+            $($(#[$meta])* $kind,)+
+        }
+
+        impl EventKind {
+            /// Every known type, in the order declared: the acting ones first, in the order
+            /// of a purchase's life.
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$kind),+];
+        }
+    };
+}
+
+event_kinds! {
+/// A Stripe event type Claimcheck knows. A type not listed is unknown: recorded with its
+/// delivery as ignored, like the telemetry types, and never claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventKind {
+    /// The source of truth for a Checkout payment: paid, free, or waiting for a delayed one.
+    CheckoutSessionCompleted,
+    /// A delayed payment (SEPA) went through.
+    CheckoutSessionAsyncPaymentSucceeded,
+    /// A delayed payment failed.
+    CheckoutSessionAsyncPaymentFailed,
+    /// A refund, full or partial, of a charge: sent once per refund, on the same charge.
+    ChargeRefunded,
+    /// A refund failed after it was made: its money and credits come back.
+    RefundFailed,
+    /// A dispute opened on a charge.
+    ChargeDisputeCreated,
+    /// A dispute closed, won or lost.
+    ChargeDisputeClosed,
+    /// Related to a Checkout payment, never its source of truth: recorded only.
+    PaymentIntentSucceeded,
+    /// Likewise.
+    ChargeSucceeded,
+    /// A refund was made; `charge.refunded` is what acts on it.
+    RefundCreated,
+    /// A payment attempt failed (a declined card, a returned debit): recorded with Stripe's
+    /// reason, which the order's timeline shows; the Checkout Session's events act.
+    PaymentIntentPaymentFailed,
+    /// Likewise, for the charge.
+    ChargeFailed,
+}
+}
+
+/// What an event of a type means to Claimcheck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Claimed and fulfilled exactly once per action.
+    Acting,
+    /// Recorded with its delivery, never acted on (another type is the source of truth).
+    Telemetry,
+}
+
+/// What tells two actions of one acting type on one object apart (the last part of the
+/// action key `<type>:<object id>[:<step>]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionStep {
+    /// The action happens once per object: the key is `<type>:<object id>`.
+    OncePerObject,
+    /// `charge.refunded` is sent once per refund, always on the same charge, each raising
+    /// the cumulative `amount_refunded`: that amount is the step.
+    AmountRefunded,
+}
+
+impl EventKind {
+    /// Stripe's name of the type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::CheckoutSessionCompleted => "checkout.session.completed",
+            EventKind::CheckoutSessionAsyncPaymentSucceeded => {
+                "checkout.session.async_payment_succeeded"
+            }
+            EventKind::CheckoutSessionAsyncPaymentFailed => "checkout.session.async_payment_failed",
+            EventKind::ChargeRefunded => "charge.refunded",
+            EventKind::RefundFailed => "refund.failed",
+            EventKind::ChargeDisputeCreated => "charge.dispute.created",
+            EventKind::ChargeDisputeClosed => "charge.dispute.closed",
+            EventKind::PaymentIntentSucceeded => "payment_intent.succeeded",
+            EventKind::ChargeSucceeded => "charge.succeeded",
+            EventKind::RefundCreated => "refund.created",
+            EventKind::PaymentIntentPaymentFailed => "payment_intent.payment_failed",
+            EventKind::ChargeFailed => "charge.failed",
+        }
+    }
+
+    /// The kind Stripe's type name names, if it is one Claimcheck knows.
+    pub fn parse(event_type: &str) -> Option<EventKind> {
+        EventKind::ALL
+            .iter()
+            .copied()
+            .find(|kind| kind.as_str() == event_type)
+    }
+
+    pub fn role(self) -> Role {
+        match self {
+            EventKind::CheckoutSessionCompleted
+            | EventKind::CheckoutSessionAsyncPaymentSucceeded
+            | EventKind::CheckoutSessionAsyncPaymentFailed
+            | EventKind::ChargeRefunded
+            | EventKind::RefundFailed
+            | EventKind::ChargeDisputeCreated
+            | EventKind::ChargeDisputeClosed => Role::Acting,
+            EventKind::PaymentIntentSucceeded
+            | EventKind::ChargeSucceeded
+            | EventKind::RefundCreated
+            | EventKind::PaymentIntentPaymentFailed
+            | EventKind::ChargeFailed => Role::Telemetry,
+        }
+    }
+
+    pub fn is_acting(self) -> bool {
+        self.role() == Role::Acting
+    }
+
+    /// The types Claimcheck claims: what a Stripe endpoint subscribes to, and what
+    /// reconciliation lists.
+    pub fn acting() -> impl Iterator<Item = EventKind> {
+        EventKind::ALL
+            .iter()
+            .copied()
+            .filter(|kind| kind.is_acting())
+    }
+
+    /// What names one action of this type besides its object (`None` for telemetry: it
+    /// names no action).
+    pub fn action_step(self) -> Option<ActionStep> {
+        match self.role() {
+            Role::Telemetry => None,
+            Role::Acting => Some(match self {
+                EventKind::ChargeRefunded => ActionStep::AmountRefunded,
+                EventKind::CheckoutSessionCompleted
+                | EventKind::CheckoutSessionAsyncPaymentSucceeded
+                | EventKind::CheckoutSessionAsyncPaymentFailed
+                | EventKind::RefundFailed
+                | EventKind::ChargeDisputeCreated
+                | EventKind::ChargeDisputeClosed
+                | EventKind::PaymentIntentSucceeded
+                | EventKind::ChargeSucceeded
+                | EventKind::RefundCreated
+                | EventKind::PaymentIntentPaymentFailed
+                | EventKind::ChargeFailed => ActionStep::OncePerObject,
+            }),
+        }
+    }
+
+    /// The Stripe object an event of this type carries (`data.object.object`).
+    pub fn object(self) -> &'static str {
+        match self {
+            EventKind::CheckoutSessionCompleted
+            | EventKind::CheckoutSessionAsyncPaymentSucceeded
+            | EventKind::CheckoutSessionAsyncPaymentFailed => "checkout.session",
+            EventKind::ChargeRefunded | EventKind::ChargeSucceeded | EventKind::ChargeFailed => {
+                "charge"
+            }
+            EventKind::RefundFailed | EventKind::RefundCreated => "refund",
+            EventKind::ChargeDisputeCreated | EventKind::ChargeDisputeClosed => "dispute",
+            EventKind::PaymentIntentSucceeded | EventKind::PaymentIntentPaymentFailed => {
+                "payment_intent"
+            }
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips_through_stripes_name() {
+        for &kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventKind::parse("brand.new.type"), None);
+        assert_eq!(EventKind::parse(""), None);
+    }
+
+    #[test]
+    fn the_acting_kinds_come_first_and_each_has_its_step() {
+        let acting: Vec<EventKind> = EventKind::acting().collect();
+        assert_eq!(acting.len(), 7);
+        assert_eq!(&EventKind::ALL[..acting.len()], &acting[..]);
+        for &kind in EventKind::ALL {
+            assert_eq!(kind.action_step().is_some(), kind.is_acting(), "{kind}");
+        }
+        assert_eq!(
+            EventKind::ChargeRefunded.action_step(),
+            Some(ActionStep::AmountRefunded)
+        );
+    }
+}

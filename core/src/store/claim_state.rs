@@ -1,0 +1,59 @@
+//! The claim's state machine ([`ClaimState`], drawn in `claim.rs`) in SQL: the state derived
+//! from the stored columns, a WHERE condition per state that the indexes can serve, and the
+//! re-drivable rule. Each is written once here and held to the Rust rules state by state by
+//! `core/tests/store.rs` (`the_claim_state_is_the_same_in_sql`,
+//! `the_redrivable_rule_is_the_same_in_sql`), on both backends.
+//!
+//! [`ClaimState`]: crate::ClaimState
+
+use crate::ClaimState;
+
+/// The state of a claim at the time in parameter `$now`, as text ([`ClaimState::as_str`]): the
+/// stored status, except that `processing` is pending (no lease), running (a live lease) or
+/// stale (its lease is over), and a failed claim an admin set aside is resolved.
+///
+/// [`ClaimState::as_str`]: crate::ClaimState::as_str
+macro_rules! claim_state_sql {
+    ($now:literal) => {
+        concat!(
+            "CASE WHEN status = 'failed' AND resolved_at IS NOT NULL THEN 'resolved' \
+                  WHEN status <> 'processing' THEN status \
+                  WHEN lease_expires_at IS NULL THEN 'pending' \
+                  WHEN lease_expires_at > ",
+            $now,
+            " THEN 'running' ELSE 'stale' END"
+        )
+    };
+}
+pub(super) use claim_state_sql;
+
+/// [`ClaimState::is_redrivable`] in SQL, at the time in parameter `$now`: pending (no
+/// lease), stale (its lease is over) or failed and not resolved. Re-drive's compare-and-set
+/// and the bulk selection both read it.
+///
+/// [`ClaimState::is_redrivable`]: crate::ClaimState::is_redrivable
+macro_rules! redrivable_sql {
+    ($now:literal) => {
+        concat!(
+            "(status IN ('processing', 'failed') AND resolved_at IS NULL \
+              AND (lease_expires_at IS NULL OR lease_expires_at <= ",
+            $now,
+            "))"
+        )
+    };
+}
+pub(super) use redrivable_sql;
+
+/// The claims in `state` at the time in parameter `now` (`$1`, say), as a condition on the
+/// stored columns that the status and lease indexes serve (not on the derived state, which
+/// no index could).
+pub(super) fn in_state(state: ClaimState, now: &str) -> String {
+    match state {
+        ClaimState::Pending => "(status = 'processing' AND lease_expires_at IS NULL)".to_owned(),
+        ClaimState::Running => format!("(status = 'processing' AND lease_expires_at > {now})"),
+        ClaimState::Stale => format!("(status = 'processing' AND lease_expires_at <= {now})"),
+        ClaimState::Processed => "status = 'processed'".to_owned(),
+        ClaimState::Failed => "(status = 'failed' AND resolved_at IS NULL)".to_owned(),
+        ClaimState::Resolved => "(status = 'failed' AND resolved_at IS NOT NULL)".to_owned(),
+    }
+}

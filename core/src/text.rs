@@ -1,0 +1,69 @@
+//! Text that would mislead a reader: Unicode's invisible format characters (bidirectional
+//! overrides such as U+202E, zero-width joiners and spaces, the soft hyphen, tags), refused in
+//! identifiers so that an order id, a username or an e-mail shown on the dashboard or in the
+//! audit log reads as what it is.
+
+/// Unicode's format characters (general category Cf, Unicode 15): they change how the
+/// text around them is shown, or are not shown at all.
+pub fn is_format(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x00AD
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
+}
+
+/// Whether `text` holds a character that cannot be read for what it is: a control
+/// character, whitespace other than a plain space where `spaces` allows it, or a format
+/// character.
+pub fn has_hidden_characters(text: &str, spaces: bool) -> bool {
+    text.chars()
+        .any(|c| c.is_control() || is_format(c) || (c.is_whitespace() && !(spaces && c == ' ')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bidi_overrides_zero_widths_and_tags_are_format_characters() {
+        for c in [
+            '\u{202E}',
+            '\u{200B}',
+            '\u{200D}',
+            '\u{2066}',
+            '\u{FEFF}',
+            '\u{AD}',
+            '\u{E0041}',
+        ] {
+            assert!(is_format(c), "{:04X}", u32::from(c));
+        }
+        for c in ['a', 'é', 'а', '-', '_', '@', '€', ' '] {
+            assert!(!is_format(c), "{c}");
+        }
+        assert!(has_hidden_characters("ord_1\u{202E}gpj", false));
+        assert!(has_hidden_characters("two words", false));
+        assert!(!has_hidden_characters("two words", true));
+        assert!(has_hidden_characters("tab\there", true));
+        assert!(!has_hidden_characters("Zürich-Örlikon_1", false));
+    }
+}
