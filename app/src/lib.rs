@@ -6,6 +6,9 @@
 //! (`#[island]`: the header search's shortcut, a running batch's live progress, the
 //! hydration marker); only they are compiled into the browser bundle and hydrated.
 #![forbid(unsafe_code)]
+// The claims table nests deep enough that the release build (without erase_components) needs
+// more than the default 128 to lay out its hydration future.
+#![recursion_limit = "256"]
 
 pub mod api;
 mod components;
