@@ -322,6 +322,15 @@ pub mod names {
         .to_string()
     }
 
+    /// Why a sign-in must wait, and for how many minutes.
+    pub fn throttled(locale: Locale, minutes: u64) -> String {
+        match minutes {
+            1 => td_string!(locale, messages.login_throttled_one, minutes),
+            _ => td_string!(locale, messages.login_throttled, minutes),
+        }
+        .to_string()
+    }
+
     pub fn role(locale: Locale, role: Role) -> String {
         match role {
             Role::Viewer => td_string!(locale, common.role_viewer),
@@ -566,6 +575,13 @@ mod server_words {
 
         pub fn call(locale: Locale, error: &CallError) -> String {
             match error {
+                CallError::Indeterminate {
+                    key,
+                    attempts,
+                    last,
+                } if *attempts == 1 => {
+                    td_string!(locale, messages.call_indeterminate_one, key, attempts, last)
+                }
                 CallError::Indeterminate {
                     key,
                     attempts,

@@ -110,6 +110,8 @@ async function walk(page: Page, request: import("@playwright/test").APIRequestCo
   // (The order's id is also a link in the credit history: take the order's own line.)
   await page.locator(`article[data-order="${paidOrder}"]`).getByRole("link", { name: paidOrder }).click();
   await expect(page.getByTestId("order-status")).toHaveText(words.paid);
+  // Stripe's payment status in the reader's words too, not as Stripe spells it.
+  await expect(page.getByTestId("order-payment")).toHaveText(words.paid);
   await expect(page.getByText(words.creditsGranted, { exact: true })).toBeVisible();
   await expect(page.getByTestId("credits-granted")).toHaveText(words.fortyOfForty);
   await expect(page.getByTestId("order-paid")).toHaveText(words.amount);

@@ -277,9 +277,13 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
         let n = claim.attempts;
         timeline.push(TimelineEntry {
             at: String::new(),
-            what: match claim.last_error.as_deref() {
-                Some(error) => td_string!(locale, messages.timeline_attempts_error, n, error),
-                None => td_string!(locale, messages.timeline_attempts, n),
+            what: match (claim.last_error.as_deref(), n) {
+                (Some(error), 1) => {
+                    td_string!(locale, messages.timeline_attempts_error_one, n, error)
+                }
+                (Some(error), _) => td_string!(locale, messages.timeline_attempts_error, n, error),
+                (None, 1) => td_string!(locale, messages.timeline_attempts_one, n),
+                (None, _) => td_string!(locale, messages.timeline_attempts, n),
             },
         });
     }

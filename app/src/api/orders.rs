@@ -47,7 +47,7 @@ pub struct OrderDetail {
     /// What an admin may still refund, formatted; `None` when nothing can be refunded.
     pub refundable: Option<String>,
     /// The dispute, when there is one: open, won or lost.
-    pub dispute: Option<String>,
+    pub dispute: Option<claimcheck_core::money::DisputeStatus>,
     pub ledger: Vec<LedgerRow>,
     pub requests: Vec<KeyRow>,
     /// What one order's page shows besides (empty in lists): when Stripe says it was paid,

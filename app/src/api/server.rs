@@ -217,7 +217,10 @@ pub fn order_detail(o: OrderView) -> OrderDetail {
         paid: o.amount.map(money),
         refunded: (o.amount_refunded > 0).then(|| money(o.amount_refunded)),
         refundable,
-        dispute: o.dispute_status.clone(),
+        dispute: o
+            .dispute_status
+            .as_deref()
+            .and_then(claimcheck_core::money::DisputeStatus::parse),
         ledger,
         requests: o.stripe_requests.into_iter().map(key_row).collect(),
         created_at: reader.time(o.created_at),

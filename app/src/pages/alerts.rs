@@ -358,7 +358,10 @@ pub fn AlertBadge() -> impl IntoView {
                                 .map(|c| condition_title(i18n, *c))
                                 .collect::<Vec<_>>()
                                 .join("; ");
-                            let label = t_string!(i18n, common.open_alerts, n = b.open).to_string();
+                            let label = match b.open {
+                                1 => t_string!(i18n, common.open_alerts_one, n = 1).to_string(),
+                                n => t_string!(i18n, common.open_alerts, n).to_string(),
+                            };
                             view! {
                                 <span
                                     class="alert-badge"

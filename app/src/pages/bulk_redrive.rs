@@ -195,28 +195,44 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
     let (claims, orders, orders_credited) =
         (preview.claims, preview.orders, preview.orders_credited);
     let (without_order, unplannable) = (preview.without_order, preview.unplannable);
+    let number = move |n: i64| crate::i18n::number(i18n.get_locale(), n);
     view! {
         <div class="preview" data-testid="bulk-preview">
             <h2>{t!(i18n, bulk.preview_heading)}</h2>
             <dl class="facts">
                 <dt>{t!(i18n, bulk.selected)}</dt>
-                <dd data-testid="bulk-claims">{t!(i18n, bulk.selected_claims, n = claims, described)}</dd>
+                <dd data-testid="bulk-claims">{match claims {
+                    1 => t_string!(i18n, bulk.selected_claims_one, n = 1, described).to_string(),
+                    n => t_string!(i18n, bulk.selected_claims, n = number(n), described).to_string(),
+                }}</dd>
                 <dt>{t!(i18n, bulk.orders)}</dt>
-                <dd data-testid="bulk-orders">{t!(i18n, bulk.distinct_orders, n = orders)}</dd>
+                <dd data-testid="bulk-orders">{match orders {
+                    1 => t_string!(i18n, bulk.distinct_orders_one, n = 1).to_string(),
+                    n => t_string!(i18n, bulk.distinct_orders, n = number(n)).to_string(),
+                }}</dd>
                 <dt>{t!(i18n, bulk.already_credited)}</dt>
-                <dd data-testid="bulk-credited">{t!(i18n, bulk.credited_count, n = orders_credited)}</dd>
+                <dd data-testid="bulk-credited">{match orders_credited {
+                    1 => t_string!(i18n, bulk.credited_count_one, n = 1).to_string(),
+                    n => t_string!(i18n, bulk.credited_count, n = number(n)).to_string(),
+                }}</dd>
                 {(without_order > 0)
                     .then(|| {
                         view! {
                             <dt>{t!(i18n, bulk.no_order_yet)}</dt>
-                            <dd>{t!(i18n, bulk.without_order, n = without_order)}</dd>
+                            <dd>{match without_order {
+                                1 => t_string!(i18n, bulk.without_order_one, n = 1).to_string(),
+                                n => t_string!(i18n, bulk.without_order, n = number(n)).to_string(),
+                            }}</dd>
                         }
                     })}
                 {(unplannable > 0)
                     .then(|| {
                         view! {
                             <dt>{t!(i18n, bulk.will_fail)}</dt>
-                            <dd>{t!(i18n, bulk.unplannable, n = unplannable)}</dd>
+                            <dd>{match unplannable {
+                                1 => t_string!(i18n, bulk.unplannable_one, n = 1).to_string(),
+                                n => t_string!(i18n, bulk.unplannable, n = number(n)).to_string(),
+                            }}</dd>
                         }
                     })}
                 <dt>{t!(i18n, bulk.outgoing)}</dt>
@@ -289,7 +305,11 @@ fn PreviewView(preview: BulkPreviewView) -> impl IntoView {
                     pattern=count.clone()
                     title=t_string!(i18n, bulk.confirm_title, count = count.clone()).to_string()
                 />
-                <button type="submit" class="button">{t!(i18n, bulk.redrive_count, count = count.clone())}</button>
+                <button type="submit" class="button">{if count == "1" {
+                    t_string!(i18n, bulk.redrive_count_one, count = count.clone()).to_string()
+                } else {
+                    t_string!(i18n, bulk.redrive_count, count = count.clone()).to_string()
+                }}</button>
             </form>
         </div>
     }

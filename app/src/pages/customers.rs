@@ -31,7 +31,7 @@ fn customer_view(c: CustomerDetail) -> impl IntoView {
         <h1 class="mono" data-testid="customer">{c.customer}</h1>
         <p class="balance">
             {t!(i18n, customers.balance_before)} " "
-            <strong data-testid="customer-balance">{c.balance}</strong> " "
+            <strong data-testid="customer-balance">{crate::i18n::number(i18n.get_locale(), c.balance)}</strong> " "
             {t!(i18n, customers.balance_after)}
         </p>
         <h2>{t!(i18n, customers.waiting)}</h2>

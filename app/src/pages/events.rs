@@ -405,9 +405,15 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             | EventKind::CheckoutSessionAsyncPaymentSucceeded
             | EventKind::CheckoutSessionAsyncPaymentFailed,
         ) => match &order {
-            Some(o) if o.credits_granted > 0 => {
-                t_string!(i18n, events.effect_granted, n = o.credits_granted).to_string()
+            Some(o) if o.credits_granted == 1 => {
+                t_string!(i18n, events.effect_granted_one, n = 1).to_string()
             }
+            Some(o) if o.credits_granted > 0 => t_string!(
+                i18n,
+                events.effect_granted,
+                n = crate::i18n::number(i18n.get_locale(), o.credits_granted)
+            )
+            .to_string(),
             _ => t_string!(i18n, events.effect_fulfil).to_string(),
         },
         Some(
@@ -445,7 +451,7 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
                 }}
             </dd>
             <dt>{t!(i18n, events.credits_granted)}</dt>
-            <dd data-testid="credits-granted">{order.as_ref().map(|o| o.credits_granted).unwrap_or(0)}</dd>
+            <dd data-testid="credits-granted">{crate::i18n::number(i18n.get_locale(), order.as_ref().map(|o| o.credits_granted).unwrap_or(0))}</dd>
             <dt>{t!(i18n, events.what_happens)}</dt>
             <dd>{effect}</dd>
             <dt>{t!(i18n, events.outgoing)}</dt>

@@ -9,7 +9,7 @@ use crate::api::{
     Me, OrderDetail, OrderListRow, OrderSearch, OrdersList, get_me, get_order, list_orders,
     search_orders,
 };
-use claimcheck_core::money::{LedgerKind, OrderStatus};
+use claimcheck_core::money::{DisputeStatus, LedgerKind, OrderStatus};
 
 use crate::components::{ActionNotices, Loaded, LoadedWithMe};
 use crate::i18n::*;
@@ -27,6 +27,27 @@ pub fn order_status_name(i18n: I18nContext<Locale>, status: OrderStatus) -> Stri
         OrderStatus::Refunded => t_string!(i18n, orders.status_refunded),
         OrderStatus::Disputed => t_string!(i18n, orders.status_disputed),
         OrderStatus::Chargeback => t_string!(i18n, orders.status_chargeback),
+    }
+    .to_string()
+}
+
+/// Stripe's `payment_status` of the order's Checkout Session in the reader's words; a value
+/// Stripe adds later is shown as Stripe wrote it.
+pub fn payment_status_name(i18n: I18nContext<Locale>, status: &str) -> String {
+    match status {
+        "paid" => t_string!(i18n, orders.payment_paid).to_string(),
+        "unpaid" => t_string!(i18n, orders.payment_unpaid).to_string(),
+        "no_payment_required" => t_string!(i18n, orders.payment_no_payment_required).to_string(),
+        other => other.to_owned(),
+    }
+}
+
+/// Where a dispute stands, in the reader's words.
+pub fn dispute_status_name(i18n: I18nContext<Locale>, status: DisputeStatus) -> String {
+    match status {
+        DisputeStatus::Open => t_string!(i18n, orders.dispute_open),
+        DisputeStatus::Won => t_string!(i18n, orders.dispute_won),
+        DisputeStatus::Lost => t_string!(i18n, orders.dispute_lost),
     }
     .to_string()
 }
@@ -189,7 +210,7 @@ fn OrdersTable(rows: Vec<OrderListRow>) -> impl IntoView {
                                     <td>{customer}</td>
                                     <td data-status=o.status.as_str()>{order_status_name(i18n, o.status)}</td>
                                     <td class="nowrap">{o.amount.unwrap_or_else(|| "-".into())}</td>
-                                    <td class="nowrap">{t!(i18n, orders.of, granted = o.credits_granted, total = o.credits)}</td>
+                                    <td class="nowrap">{t!(i18n, orders.of, granted = crate::i18n::number(i18n.get_locale(), o.credits_granted), total = crate::i18n::number(i18n.get_locale(), o.credits))}</td>
                                     <td class="nowrap">{o.created_at}</td>
                                 </tr>
                             }
@@ -237,7 +258,7 @@ pub fn OrderSummary(order: OrderDetail) -> impl IntoView {
             " · " <span data-status=order.status.as_str()>{order_status_name(i18n, order.status)}</span> " · "
             {order.customer_email.unwrap_or_default()} " · "
             <span>
-                {t!(i18n, orders.credits_granted_of, granted = order.credits_granted, total = order.credits)}
+                {t!(i18n, orders.credits_granted_of, granted = crate::i18n::number(i18n.get_locale(), order.credits_granted), total = crate::i18n::number(i18n.get_locale(), order.credits))}
             </span>
         </article>
     }
@@ -288,20 +309,25 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
                 {order_status_name(i18n, order.status)}
             </dd>
             <dt>{t!(i18n, orders.payment)}</dt>
-            <dd>{order.payment_status}</dd>
+            <dd data-testid="order-payment" data-status=order.payment_status.clone()>
+                {payment_status_name(i18n, &order.payment_status)}
+            </dd>
             <dt>{t!(i18n, orders.customer)}</dt>
             <dd>{order.customer_email.unwrap_or_default()}</dd>
             <dt>{t!(i18n, orders.package)}</dt>
             <dd>{order.package.unwrap_or_default()}</dd>
             <dt>{t!(i18n, orders.credits_granted)}</dt>
             <dd data-testid="credits-granted">
-                {t!(i18n, orders.of, granted = order.credits_granted, total = order.credits)}
+                {t!(i18n, orders.of, granted = crate::i18n::number(i18n.get_locale(), order.credits_granted), total = crate::i18n::number(i18n.get_locale(), order.credits))}
             </dd>
             <dt>{t!(i18n, orders.paid)}</dt>
             <dd data-testid="order-paid">{order.paid.unwrap_or_else(|| "-".into())}</dd>
             <dt>{t!(i18n, orders.refunded)}</dt>
             <dd data-testid="order-refunded">{order.refunded.unwrap_or_else(|| "-".into())}</dd>
-            {order.dispute.map(|d| view! { <dt>{t!(i18n, orders.dispute)}</dt><dd data-testid="order-dispute">{d}</dd> })}
+            {order.dispute.map(|d| view! {
+                <dt>{t!(i18n, orders.dispute)}</dt>
+                <dd data-testid="order-dispute" data-status=d.as_str()>{dispute_status_name(i18n, d)}</dd>
+            })}
             <dt>{t!(i18n, orders.checkout_session)}</dt>
             <dd class="mono">{order.checkout_session_id.unwrap_or_default()}</dd>
             <dt>{t!(i18n, orders.payment_intent)}</dt>

@@ -47,7 +47,7 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
             view! {
                 <li class=class data-state=data_state>
                     <a href=href>
-                        <span class="card-count">{c.count}</span>
+                        <span class="card-count">{crate::i18n::number(i18n.get_locale(), c.count)}</span>
                         <span class="card-label"><StateName state/></span>
                     </a>
                 </li>
@@ -140,13 +140,13 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
         <ul class="cards" aria-label=move || t_string!(i18n, overview.claims_by_state)>{cards}</ul>
         <dl class="facts">
             <dt>{t!(i18n, overview.credits_today)}</dt>
-            <dd data-testid="credits-today">{overview.credits_today}</dd>
+            <dd data-testid="credits-today">{crate::i18n::number(i18n.get_locale(), overview.credits_today)}</dd>
             <dt>{t!(i18n, overview.ack_latency)}</dt>
             <dd data-testid="ack-latency">{latency}</dd>
             <dt>{t!(i18n, overview.last_reconcile)}</dt>
             <dd data-testid="last-reconcile">{reconcile} " " {reconcile_now}</dd>
         </dl>
-        <h2>{t!(i18n, overview.deliveries_24h, n = total)}</h2>
+        <h2>{t!(i18n, overview.deliveries_24h, n = crate::i18n::number(i18n.get_locale(), total))}</h2>
         <p class="legend">
             <span class="seg claimed"></span> {t!(i18n, overview.legend_claimed)} " "
             <span class="seg duplicate"></span> {t!(i18n, overview.legend_duplicate)} " "

@@ -88,7 +88,7 @@ fn RefundForm(draft: RefundDraft, kept: Option<KeptForm>, asked: Option<String>)
             <dt>{t!(i18n, refund.credits)}</dt>
             <dd>{t!(i18n, refund.credits_of, granted = draft.credits_granted, total = draft.credits)}</dd>
             <dt>{t!(i18n, refund.balance)}</dt>
-            <dd data-testid="refund-balance">{draft.balance}</dd>
+            <dd data-testid="refund-balance">{crate::i18n::number(i18n.get_locale(), draft.balance)}</dd>
             <dt>{t!(i18n, refund.what_happens)}</dt>
             <dd>{t!(i18n, refund.effect)}</dd>
         </dl>

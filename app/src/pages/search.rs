@@ -62,8 +62,8 @@ fn results(found: SearchView) -> impl IntoView {
                     <h2>{t!(i18n, search.customer)}</h2>
                     <article class="summary" data-testid="search-customer">
                         <a href=href>{c.customer}</a>
-                        " · " {t!(i18n, search.orders_count, n = c.orders)} " · " {t!(i18n, search.balance)} " "
-                        <strong>{c.balance}</strong> " " {t!(i18n, search.credits)}
+                        " · " {orders_count(i18n, c.orders)} " · " {t!(i18n, search.balance)} " "
+                        <strong>{crate::i18n::number(i18n.get_locale(), c.balance)}</strong> " " {t!(i18n, search.credits)}
                     </article>
                 }
             })}
@@ -123,4 +123,12 @@ fn results(found: SearchView) -> impl IntoView {
             })}
     }
     .into_any()
+}
+
+/// "1 order", "3 orders" in the reader's words.
+fn orders_count(i18n: I18nContext<Locale>, n: usize) -> String {
+    match n {
+        1 => t_string!(i18n, search.orders_count_one, n).to_string(),
+        n => t_string!(i18n, search.orders_count, n).to_string(),
+    }
 }

@@ -64,7 +64,10 @@ fn TimelineLine(item: TimelineItem) -> impl IntoView {
             (
                 "attempts",
                 view! {
-                    {t!(i18n, timeline.attempts, event_type, state = state_name, n = attempts)}
+                    {match attempts {
+                        1 => t_string!(i18n, timeline.attempts_one, event_type, state = state_name, n = 1).to_string(),
+                        n => t_string!(i18n, timeline.attempts, event_type, state = state_name, n).to_string(),
+                    }}
                     " " <StateBadge state/> {event_link(Some(event_id))}
                 }
                 .into_any(),

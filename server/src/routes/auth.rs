@@ -16,7 +16,7 @@ use claimcheck_core::{Store, now_ms};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use app::i18n::{Reader, td_string};
+use app::i18n::{Reader, names, td_string};
 use app::links;
 
 use super::AppState;
@@ -91,8 +91,7 @@ pub(super) async fn login(
     if let Some(wait) = state.auth.throttle.attempt(&username, address) {
         tracing::warn!(username = ?username, %address, "sign-in throttled");
         let minutes = wait.div_ceil(60);
-        let mut response =
-            login_again(&td_string!(locale, messages.login_throttled, minutes), next);
+        let mut response = login_again(&names::throttled(locale, minutes), next);
         *response.status_mut() = StatusCode::SEE_OTHER;
         return response;
     }

@@ -16,7 +16,7 @@ use claimcheck_core::two_factor::{TotpSecret, new_recovery_codes, recovery_hash}
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use app::i18n::{Locale, Reader, td_string};
+use app::i18n::{Locale, Reader, names, td_string};
 use app::links;
 
 use super::AppState;
@@ -80,7 +80,7 @@ async fn second_step(
     {
         tracing::warn!(username = ?username, %address, "second factor throttled");
         let minutes = wait.div_ceil(60);
-        return again(&td_string!(locale, messages.login_throttled, minutes), next);
+        return again(&names::throttled(locale, minutes), next);
     }
     let code = form.code.trim();
     if code.is_empty() || code.len() > 64 {

@@ -340,6 +340,13 @@ async fn sign_in_answers_the_same_for_unknown_users_and_wrong_passwords(app: Tes
         query_value(&location, "error").is_some_and(|e| e.contains("Too many")),
         "{location}"
     );
+    // How long to wait, in words that count: "in 15 minutes" or "in 1 minute".
+    assert!(
+        query_value(&location, "error").is_some_and(
+            |e| !e.contains("(s)") && (e.contains(" minutes.") || e.contains(" 1 minute."))
+        ),
+        "{location}"
+    );
     assert!(!has_session_cookie(&throttled));
 }
 
