@@ -30,16 +30,10 @@ pub fn ErrorNotice(message: String) -> impl IntoView {
 #[component]
 pub fn ActionNotices() -> impl IntoView {
     let flash = take_flash();
-    let notice = NodeRef::<leptos::html::Div>::new();
-    Effect::new(move || {
-        if let Some(region) = notice.get()
-            && region.child_element_count() > 0
-        {
-            let _ = region.focus();
-        }
-    });
+    let focus = flash.is_some().then(|| view! { <FocusNotices/> });
     view! {
-        <div node_ref=notice tabindex="-1" class="notices">
+        {focus}
+        <div id=NOTICES tabindex="-1" class="notices">
             {flash.map(|flash| match flash {
                 Flash::Notice(text) => view! {
                     <p class="notice notice-ok" role="status" aria-live="polite" aria-atomic="true">
@@ -53,6 +47,25 @@ pub fn ActionNotices() -> impl IntoView {
             })}
         </div>
     }
+}
+
+/// The element that holds the page's notices.
+const NOTICES: &str = "notices";
+
+/// Gives the focus to the page's notices once the page is live (the pages are the server's;
+/// only islands run in the browser).
+#[island]
+fn FocusNotices() -> impl IntoView {
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        use wasm_bindgen::JsCast;
+        if let Some(region) = document()
+            .get_element_by_id(NOTICES)
+            .and_then(|region| region.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            let _ = region.focus();
+        }
+    });
 }
 
 /// The flash of this request, if it carries one; the answer then forgets it.

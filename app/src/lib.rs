@@ -174,7 +174,11 @@ fn TopBar() -> impl IntoView {
             <A href="/" attr:class="brand">{t!(i18n, common.brand)}</A>
             {(!on_login).then(|| {
                 let me = Resource::new(|| (), |_| get_me());
+                let menu = t_string!(i18n, common.menu).to_string();
                 view! {
+                    <MenuButton label=menu/>
+                    <HeaderSearch term=search_term.clone() words=search.clone()/>
+                    <div class="menu" id=MENU>
                     <nav aria-label=move || t_string!(i18n, common.nav_label)>
                         <A href="/">{t!(i18n, common.nav_overview)}</A>
                         <A href="/claims">{t!(i18n, common.nav_claims)}</A>
@@ -192,7 +196,6 @@ fn TopBar() -> impl IntoView {
                             }}
                         </Transition>
                     </nav>
-                    <HeaderSearch term=search_term.clone() words=search.clone()/>
                     <div class="who">
                         <Transition fallback=|| ()>
                             {move || {
@@ -223,10 +226,41 @@ fn TopBar() -> impl IntoView {
                             </button>
                         </form>
                     </div>
+                    <LanguageSwitch/>
+                    </div>
                 }
             })}
-            <LanguageSwitch/>
+            {on_login.then(|| view! { <LanguageSwitch/> })}
         </header>
+    }
+}
+
+/// The menu that folds behind [`MenuButton`] on a phone.
+const MENU: &str = "menu";
+
+/// The button that opens and closes the menu on a phone. Once the page is live it marks the
+/// header (`data-menu`), which folds the menu on narrow screens only (style/main.css);
+/// without WASM there is no button and the menu stays open.
+#[island]
+fn MenuButton(label: String) -> impl IntoView {
+    let (open, set_open) = signal(false);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        let state = if open.get() { "open" } else { "closed" };
+        if let Some(bar) = document().query_selector("header.topbar").ok().flatten() {
+            let _ = bar.set_attribute("data-menu", state);
+        }
+    });
+    view! {
+        <button
+            type="button"
+            class="menu-button"
+            aria-controls=MENU
+            aria-expanded=move || open.get().to_string()
+            on:click=move |_| set_open.update(|open| *open = !*open)
+        >
+            {label}
+        </button>
     }
 }
 

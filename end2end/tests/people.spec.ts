@@ -20,6 +20,7 @@ const LANGUAGES = [
     signIn: "Anmelden",
     search: "Bestellungen, Kunden und Ereignisse suchen",
     nav: "Hauptnavigation",
+    menu: "Menü",
     paid: "bezahlt",
     creditsGranted: "Gewährte Credits",
     fortyOfForty: "40 von 40",
@@ -41,6 +42,7 @@ const LANGUAGES = [
     signIn: "Sign in",
     search: "Search orders, customers and events",
     nav: "Main",
+    menu: "Menu",
     paid: "paid",
     creditsGranted: "Credits granted",
     fortyOfForty: "40 of 40",
@@ -118,7 +120,19 @@ async function walk(page: Page, request: import("@playwright/test").APIRequestCo
   await expect(page.getByTestId("order-created")).toHaveText(words.time);
   await check("order");
 
-  // The stale claim, from the Claims page, re-driven.
+  // The stale claim, from the Claims page, re-driven. On the phone the menu is folded
+  // behind its button, and the header leaves the screen to the page.
+  if (phone) {
+    await expect(page.locator('main[data-hydrated="true"]')).toBeAttached();
+    const nav = page.getByRole("navigation", { name: words.nav });
+    await expect(nav).toBeHidden();
+    const header = await page.locator("header.topbar").boundingBox();
+    expect(header!.height, "the folded header's height").toBeLessThan(844 / 4);
+    const button = page.getByRole("button", { name: words.menu });
+    await expect(button).toHaveAttribute("aria-expanded", "false");
+    await button.click();
+    await expect(button).toHaveAttribute("aria-expanded", "true");
+  }
   await page.getByRole("navigation", { name: words.nav }).getByRole("link", { name: "Claims" }).click();
   const row = page.locator(`tr[data-event="${staleEvent}"]`);
   await expect(row.locator("td.age")).toHaveText(words.age);
@@ -204,6 +218,8 @@ test("sign-in and re-drive by keyboard alone, with the result announced", async 
   const result = page.getByRole("status");
   await expect(result).toHaveText(words.redriven);
   await expect(result).toHaveAttribute("aria-live", /polite|assertive/);
+  // The notice takes the focus once the page is live: read first, Tab goes on from it.
+  await expect(page.locator("#notices")).toBeFocused();
   await expect(page.getByTestId("claim-state")).toHaveText(words.processed);
 });
 

@@ -3,7 +3,7 @@
 // without re-driving it; an event Stripe never delivered, recovered by a reconcile run and
 // found from the alert that run raised.
 import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
-import { PASSWORD, USERS, claimStatus, cli, deliver } from "./support";
+import { PASSWORD, USERS, checkoutCompleted, claimStatus, cli, deliver, makeStale, signIn } from "./support";
 
 const LANGUAGES = [
   {
@@ -239,3 +239,16 @@ for (const words of LANGUAGES) {
     });
   });
 }
+
+test("the claims page keeps itself current while it is open", async ({ page, request }) => {
+  const tag = `live${Date.now()}`;
+  await signIn(page, USERS.support, "/claims?status=stale");
+  await expect(page.locator('main[data-hydrated="true"]')).toBeAttached();
+  // A mark on this very page: still there afterwards, the page was never loaded again.
+  await page.evaluate(() => ((window as unknown as { mark: string }).mark = "kept"));
+  const stale = checkoutCompleted(`ord_${tag}`, `cs_${tag}`, `${tag}@example.ch`);
+  await deliver(request, JSON.stringify(stale));
+  await makeStale(stale.id);
+  await expect(page.locator(`tr[data-event="${stale.id}"]`)).toBeVisible({ timeout: 30_000 });
+  expect(await page.evaluate(() => (window as unknown as { mark?: string }).mark)).toBe("kept");
+});

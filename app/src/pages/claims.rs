@@ -13,7 +13,7 @@ use crate::api::{EventsPage as Page, Me, WaitingCounts, claim_tabs, get_me, list
 use crate::components::{ActionNotices, LoadedWithMe, state_name};
 use crate::i18n::*;
 use crate::pages::events::{ClaimTable, SELECTION_FORM};
-use crate::refresh::refresh_while_visible;
+use crate::refresh::{LIVE_REGION, RefreshWhileVisible};
 
 /// The states a claim waits in, the ones that need an operator first.
 const STATES: [ClaimState; 5] = [
@@ -50,10 +50,6 @@ pub fn ClaimsPage() -> impl IntoView {
     });
     let tabs = Resource::new(|| (), |_| claim_tabs());
     let me = Resource::new(|| (), |_| get_me());
-    refresh_while_visible(move || {
-        claims.refetch();
-        tabs.refetch();
-    });
     // Support re-drives the claims of this tab in bulk (running ones are not re-drivable).
     let bulk = move || {
         let state = state();
@@ -98,6 +94,8 @@ pub fn ClaimsPage() -> impl IntoView {
                 <Transition fallback=|| ()>{bulk}</Transition>
             </div>
             <ActionNotices/>
+            <RefreshWhileVisible/>
+            <div id=LIVE_REGION>
             <nav class="tabs" aria-label=move || t_string!(i18n, claims.tabs_label)>
                 {STATES
                     .iter()
@@ -115,6 +113,7 @@ pub fn ClaimsPage() -> impl IntoView {
                     .collect_view()}
             </nav>
             <LoadedWithMe resource=claims me view=list/>
+            </div>
         </section>
     }
 }

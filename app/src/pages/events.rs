@@ -12,7 +12,7 @@ use crate::components::{
 };
 use crate::i18n::*;
 use crate::pages::orders::OrderSummary;
-use crate::refresh::refresh_while_visible;
+use crate::refresh::{LIVE_REGION, RefreshWhileVisible};
 
 /// Claims as a table; each row links to its event, its customer and its order. Given the
 /// operator (`me`), the claims page's table also lets support tick re-drivable rows for a
@@ -28,7 +28,7 @@ pub fn ClaimTable(rows: Vec<ClaimRow>, #[prop(optional)] me: Option<Me>) -> impl
     let admin = me.as_ref().is_some_and(Me::is_admin);
     view! {
         <div class="table-wrap">
-            <table class="cards" aria-label=move || t_string!(i18n, events.table_label)>
+            <table class="stacked" aria-label=move || t_string!(i18n, events.table_label)>
                 <thead>
                     <tr>
                         {select.then(|| view! { <th scope="col"><span class="visually-hidden">{t!(i18n, events.col_select)}</span></th> })}
@@ -184,11 +184,7 @@ pub fn EventsPage() -> impl IntoView {
         },
     );
     // The first page keeps itself current; a later one is a place in the history.
-    refresh_while_visible(move || {
-        if query.read_untracked().get("after").is_none() {
-            events.refetch();
-        }
-    });
+    let first_page = query.read_untracked().get("after").is_none();
     let next_link = move |page: &Page| {
         page.next.as_ref().map(|next| {
             let q = query.read();
@@ -263,13 +259,16 @@ pub fn EventsPage() -> impl IntoView {
                 }}
                 <button type="submit" class="button">{t!(i18n, events.filter)}</button>
             </form>
-            <Loaded resource=events view=move |page: Page| {
-                let next = next_link(&page);
-                view! {
-                    <ClaimTable rows=page.rows/>
-                    {next.map(|href| view! { <a href=href class="next">{t!(i18n, events.older)}</a> })}
-                }
-            }/>
+            {first_page.then(|| view! { <RefreshWhileVisible/> })}
+            <div id=LIVE_REGION>
+                <Loaded resource=events view=move |page: Page| {
+                    let next = next_link(&page);
+                    view! {
+                        <ClaimTable rows=page.rows/>
+                        {next.map(|href| view! { <a href=href class="next">{t!(i18n, events.older)}</a> })}
+                    }
+                }/>
+            </div>
         </section>
     }
 }

@@ -15,7 +15,7 @@ use crate::components::{ActionNotices, Loaded, LoadedWithMe};
 use crate::i18n::*;
 use crate::pages::requests::RequestTable;
 use crate::pages::timeline::OrderTimeline;
-use crate::refresh::refresh_while_visible;
+use crate::refresh::{LIVE_REGION, RefreshWhileVisible};
 
 /// An order status in the reader's words.
 pub fn order_status_name(i18n: I18nContext<Locale>, status: OrderStatus) -> String {
@@ -119,11 +119,8 @@ fn OrdersList() -> impl IntoView {
         },
         |[status, package, from, to, after]| list_orders(status, package, from, to, after),
     );
-    refresh_while_visible(move || {
-        if query.read_untracked().get("after").is_none() {
-            orders.refetch();
-        }
-    });
+    // The first page keeps itself current; a later one is a place in the history.
+    let first_page = query.read_untracked().get("after").is_none();
     let kept = move || {
         let q = query.read();
         LIST_FIELDS
@@ -165,13 +162,16 @@ fn OrdersList() -> impl IntoView {
                 {t!(i18n, orders.export)}
             </a>
         </p>
-        <Loaded resource=orders view=move |list: OrdersList| {
-            let next = list.next.map(|next| format!("/orders?{}&after={}", kept(), crate::links::encode(&next)));
-            view! {
-                <OrdersTable rows=list.rows/>
-                {next.map(|href| view! { <p><a href=href rel="next">{t!(i18n, orders.older)}</a></p> })}
-            }
-        }/>
+        {first_page.then(|| view! { <RefreshWhileVisible/> })}
+        <div id=LIVE_REGION>
+            <Loaded resource=orders view=move |list: OrdersList| {
+                let next = list.next.map(|next| format!("/orders?{}&after={}", kept(), crate::links::encode(&next)));
+                view! {
+                    <OrdersTable rows=list.rows/>
+                    {next.map(|href| view! { <p><a href=href rel="next">{t!(i18n, orders.older)}</a></p> })}
+                }
+            }/>
+        </div>
     }
 }
 
@@ -181,9 +181,18 @@ fn OrdersTable(rows: Vec<OrderListRow>) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="empty">{t!(i18n, orders.no_orders)}</p> }.into_any();
     }
+    // Each cell names its column for the phone, where the rows become cards.
+    let labels = [
+        t_string!(i18n, orders.col_order).to_string(),
+        t_string!(i18n, orders.col_customer).to_string(),
+        t_string!(i18n, orders.col_status).to_string(),
+        t_string!(i18n, orders.col_amount).to_string(),
+        t_string!(i18n, orders.col_credits_held).to_string(),
+        t_string!(i18n, orders.col_created).to_string(),
+    ];
     view! {
         <div class="table-wrap">
-            <table aria-label=move || t_string!(i18n, orders.list_label) data-testid="orders-list">
+            <table class="stacked" aria-label=move || t_string!(i18n, orders.list_label) data-testid="orders-list">
                 <thead>
                     <tr>
                         <th scope="col">{t!(i18n, orders.col_order)}</th>
@@ -204,14 +213,15 @@ fn OrdersTable(rows: Vec<OrderListRow>) -> impl IntoView {
                                 let link = crate::links::customer(&email);
                                 view! { <a href=link>{email}</a> }
                             });
+                            let [order, customer_label, status, amount, credits, created] = labels.clone();
                             view! {
                                 <tr data-order=row_id>
-                                    <td class="mono"><a href=href>{o.order_id}</a></td>
-                                    <td>{customer}</td>
-                                    <td data-status=o.status.as_str()>{order_status_name(i18n, o.status)}</td>
-                                    <td class="nowrap">{o.amount.unwrap_or_else(|| "-".into())}</td>
-                                    <td class="nowrap">{t!(i18n, orders.of, granted = crate::i18n::number(i18n.get_locale(), o.credits_granted), total = crate::i18n::number(i18n.get_locale(), o.credits))}</td>
-                                    <td class="nowrap">{o.created_at}</td>
+                                    <td class="mono" data-label=order><a href=href>{o.order_id}</a></td>
+                                    <td data-label=customer_label>{customer}</td>
+                                    <td data-status=o.status.as_str() data-label=status>{order_status_name(i18n, o.status)}</td>
+                                    <td class="nowrap" data-label=amount>{o.amount.unwrap_or_else(|| "-".into())}</td>
+                                    <td class="nowrap" data-label=credits>{t!(i18n, orders.of, granted = crate::i18n::number(i18n.get_locale(), o.credits_granted), total = crate::i18n::number(i18n.get_locale(), o.credits))}</td>
+                                    <td class="nowrap" data-label=created>{o.created_at}</td>
                                 </tr>
                             }
                         })

@@ -88,7 +88,7 @@ fn results(found: SearchView) -> impl IntoView {
                     <h2>{t!(i18n, search.unclaimed)}</h2>
                     <p class="muted">{t!(i18n, search.unclaimed_intro)}</p>
                     <div class="table-wrap">
-                        <table class="cards" data-testid="search-unclaimed" aria-label=move || t_string!(i18n, search.unclaimed)>
+                        <table class="stacked" data-testid="search-unclaimed" aria-label=move || t_string!(i18n, search.unclaimed)>
                             <thead>
                                 <tr>
                                     <th scope="col">{t!(i18n, search.col_event)}</th>
