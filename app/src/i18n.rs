@@ -205,6 +205,17 @@ mod reader {
                 .unwrap_or_default()
         }
 
+        /// A UTC day the reader's way: `03.12.` in Swiss German, `3 Dec` in English.
+        pub fn utc_day(self, ms: i64) -> String {
+            let format = match self.language {
+                Language::SwissGerman => "%d.%m.",
+                Language::English => "%-d %b",
+            };
+            chrono::DateTime::from_timestamp_millis(ms)
+                .map(|utc| utc.format(format).to_string())
+                .unwrap_or_default()
+        }
+
         /// The hour `ms` falls in, in the reader's zone: `14:00`.
         pub fn hour(self, ms: i64) -> String {
             chrono::DateTime::from_timestamp_millis(ms)

@@ -28,6 +28,7 @@ mod claim_state;
 mod deliveries;
 mod fulfilling;
 mod health;
+mod history;
 mod leasing;
 mod money;
 mod operators;
@@ -48,6 +49,7 @@ pub use bulk_redrive::{BatchItemView, BatchView, CancelMark, Recorded, SelectedC
 pub use deliveries::{ClaimOutcome, ClaimSource, DELIVERIES_KEPT_PER_EVENT, WriteOp, WriteResult};
 pub use fulfilling::Fulfilled;
 pub use health::{WriteHealth, Writes};
+pub use history::{DayFigures, History};
 pub use leasing::LeasedClaim;
 pub use operators::{OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};

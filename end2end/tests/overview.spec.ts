@@ -32,6 +32,28 @@ test("the overview renders, hydrates and refreshes its figures", async ({ page }
   expect(errors).toEqual([]);
 });
 
+test("the last 30 days in pictures, each with its axes and its figures as a table", async ({ page }) => {
+  await signIn(page, USERS.viewer);
+  for (const [id, caption] of [
+    ["chart-credits", "Credits per day"],
+    ["chart-money", "Money per day"],
+    ["chart-backlog", "Failed and stale claims"],
+  ]) {
+    const chart = page.getByTestId(id);
+    await expect(chart.locator("figcaption")).toContainText(caption);
+    await expect(chart.locator("ol.days > li")).toHaveCount(30);
+    await expect(chart.locator(".y-axis span")).toHaveCount(2);
+    await expect(chart.locator(".x-axis span")).toHaveCount(2);
+    // The text equivalent: one row per day, today first.
+    await chart.locator("summary").click();
+    const rows = chart.getByRole("table").locator("tbody tr");
+    await expect(rows).toHaveCount(30);
+  }
+  // The seeded payments were unlocked today (UTC): the credits chart's first row says so.
+  const today = page.getByTestId("chart-credits").getByRole("table").locator("tbody tr").first();
+  await expect(today.locator("td").first()).not.toHaveText("0");
+});
+
 test("an unknown address shows a page that leads back", async ({ page }) => {
   await signIn(page, USERS.viewer);
   const response = await page.goto("/no/such/page");

@@ -60,10 +60,10 @@ pub(crate) async fn reconcile_periodically(
 }
 
 /// Background upkeep every few minutes: claims written without their search terms (before
-/// the terms existed, or by an older version during a rolling deploy) are indexed, expired
-/// dashboard sessions are deleted (a session nobody uses again would otherwise stay in the
-/// table), and with a retention period the old delivery logs and payloads are pruned in
-/// small batches, after their terms were read.
+/// the terms existed, or by an older version during a rolling deploy) are indexed, the
+/// backlog is sampled for the overview, expired dashboard sessions are deleted (a session
+/// nobody uses again would otherwise stay in the table), and with a retention period the
+/// old delivery logs and payloads are pruned in small batches, after their terms were read.
 pub(crate) async fn housekeeping(
     store: Store,
     retention: Option<Duration>,
@@ -72,6 +72,13 @@ pub(crate) async fn housekeeping(
     const EVERY: Duration = Duration::from_secs(5 * 60);
     while !*stop.borrow() {
         index_search_terms(&store, &stop).await;
+        // The overview's backlog over time: the first sample of each hour stands.
+        if let Err(error) = sample_backlog(&store, claimcheck_core::now_ms()).await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "cannot sample the backlog; trying again later"
+            );
+        }
         if let Some(retention) = retention {
             let before = claimcheck_core::now_ms()
                 - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX / 2);
@@ -175,6 +182,19 @@ pub(crate) async fn check_alerts_periodically(
             _ = stop.changed() => {}
         }
     }
+}
+
+/// Remembers how many claims are failed and stale now, for the overview's backlog picture.
+async fn sample_backlog(store: &Store, now: i64) -> Result<(), claimcheck_core::StoreError> {
+    let counts = store.claims().counts(now).await?;
+    store
+        .alerts()
+        .record_backlog(
+            now,
+            counts.get(claimcheck_core::ClaimState::Failed),
+            counts.get(claimcheck_core::ClaimState::Stale),
+        )
+        .await
 }
 
 /// Sends what is due whenever a check queued something, and every few seconds for retries.

@@ -1,4 +1,4 @@
-//! The overview: claims by state, deliveries per hour, acknowledgement latency, credits today, the last reconcile run, what the server knows of its health.
+//! The overview: claims by state, deliveries per hour, acknowledgement latency, credits today, the last reconcile run, what the server knows of its health, and the last 30 days in pictures.
 
 use super::*;
 
@@ -28,6 +28,28 @@ pub struct Overview {
     /// Since when the database refuses this server's writes for lack of space (disk full),
     /// in the reader's time; `None` while writes go through.
     pub storage_full_since: Option<String>,
+    /// The last [`DAYS`] UTC days, oldest first.
+    pub days: Vec<DayRow>,
+    /// The currency the days' money is in ("CHF"): the one most was paid in.
+    pub currency: String,
+}
+
+/// How many days the overview's pictures show.
+pub const DAYS: usize = 30;
+
+/// One UTC day of the overview's pictures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayRow {
+    /// The day the reader's way: `03.12.`, `3 Dec`.
+    pub label: String,
+    /// Credits unlocked, and taken back for refunds and disputes.
+    pub credits: [i64; 2],
+    /// Paid, refunded and disputed, in minor units of [`Overview::currency`], and the same
+    /// written the reader's way.
+    pub money: [i64; 3],
+    pub money_text: [String; 3],
+    /// The most failed and stale claims seen that day; `None` without a sample.
+    pub backlog: Option<[i64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +140,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         .credits_unlocked_since(midnight)
         .await
         .map_err(server::unavailable)?;
+    let days = day_rows(&store, reader, now).await?;
     let latency = use_context::<AckLatency>();
     let quantile = |q| latency.as_ref().and_then(|l| (l.0)(q));
     let health = use_context::<ServerHealth>();
@@ -161,5 +184,45 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         ack_p99_ms: quantile(0.99).map(|(ms, _)| ms),
         acked: quantile(0.5).map(|(_, n)| n).unwrap_or(0),
         credits_today,
+        currency: days.0,
+        days: days.1,
     })
+}
+
+/// The last [`DAYS`] days of credits, money and backlog, and the currency of the money.
+#[cfg(feature = "ssr")]
+async fn day_rows(
+    store: &claimcheck_core::Store,
+    reader: crate::i18n::Reader,
+    now: i64,
+) -> Result<(String, Vec<DayRow>), ServerFnError> {
+    use claimcheck_core::History;
+
+    let since = History::since(now, DAYS);
+    let credits = store.orders().credits_by_day(since).await;
+    let money = store.orders().money_by_day(since).await;
+    let backlog = store.alerts().backlog_by_day(since).await;
+    let history = History::assemble(
+        now,
+        DAYS,
+        &credits.map_err(server::unavailable)?,
+        &money.map_err(server::unavailable)?,
+        &backlog.map_err(server::unavailable)?,
+    );
+    let currency = history.currency;
+    let rows = history
+        .days
+        .into_iter()
+        .map(|d| {
+            let money = [d.revenue, d.refunds, d.chargebacks];
+            DayRow {
+                label: reader.utc_day(d.day),
+                credits: [d.unlocked, d.revoked],
+                money_text: money.map(|minor| reader.money(minor, &currency)),
+                money,
+                backlog: d.failed.zip(d.stale).map(|(failed, stale)| [failed, stale]),
+            }
+        })
+        .collect();
+    Ok((currency.to_uppercase(), rows))
 }

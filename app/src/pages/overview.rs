@@ -4,7 +4,7 @@ use claimcheck_core::ClaimState;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::api::{Overview, get_overview};
+use crate::api::{DayRow, Overview, get_overview};
 use crate::components::{ActionNotices, Loaded, StateName};
 use crate::i18n::*;
 
@@ -153,10 +153,172 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
             <span class="seg other"></span> {t!(i18n, overview.legend_other)}
         </p>
         <ol class="chart" aria-label=move || t_string!(i18n, overview.per_hour)>{bars}</ol>
+        <DayCharts days=overview.days currency=overview.currency/>
         <p class="muted">
             {t!(i18n, overview.database)} " " <span data-testid="backend">{overview.backend}</span> ". "
             {t!(i18n, overview.checked_at)} " "
             <time data-testid="checked-at">{overview.checked_at}</time> "."
         </p>
+    }
+}
+
+/// A series of a day chart: its name and the class that colours its bars.
+struct Series {
+    name: String,
+    class: &'static str,
+}
+
+/// The last 30 days in three pictures: credits unlocked and taken back, money paid against
+/// refunds and chargebacks, and the failed and stale backlog.
+#[component]
+fn DayCharts(days: Vec<DayRow>, currency: String) -> impl IntoView {
+    let i18n = use_i18n();
+    let locale = i18n.get_locale_untracked();
+    let count = move |n: i64| crate::i18n::number(locale, n);
+    let series = |name: String, class| Series { name, class };
+    let credits = days
+        .iter()
+        .map(|d| {
+            (
+                d.label.clone(),
+                d.credits.to_vec(),
+                d.credits.map(count).to_vec(),
+            )
+        })
+        .collect();
+    let money = days
+        .iter()
+        .map(|d| (d.label.clone(), d.money.to_vec(), d.money_text.to_vec()))
+        .collect();
+    let backlog = days
+        .iter()
+        .map(|d| {
+            let values = d.backlog.unwrap_or_default();
+            let texts = match d.backlog {
+                Some(backlog) => backlog.map(count).to_vec(),
+                None => vec![t_string!(i18n, overview.no_sample).to_string(); 2],
+            };
+            (d.label.clone(), values.to_vec(), texts)
+        })
+        .collect();
+    let money_axis = move |minor: i64| format!("{currency} {}", count(minor / 100));
+    view! {
+        <h2>{t!(i18n, overview.days_heading)}</h2>
+        <div class="day-charts">
+            <DayChart
+                testid="chart-credits"
+                title=t_string!(i18n, overview.chart_credits).to_string()
+                series=vec![
+                    series(t_string!(i18n, overview.series_unlocked).to_string(), "ok"),
+                    series(t_string!(i18n, overview.series_revoked).to_string(), "bad"),
+                ]
+                days=credits
+                axis=count
+            />
+            <DayChart
+                testid="chart-money"
+                title=t_string!(i18n, overview.chart_money).to_string()
+                series=vec![
+                    series(t_string!(i18n, overview.series_revenue).to_string(), "accent"),
+                    series(t_string!(i18n, overview.series_refunds).to_string(), "warn"),
+                    series(t_string!(i18n, overview.series_chargebacks).to_string(), "bad"),
+                ]
+                days=money
+                axis=money_axis
+            />
+            <DayChart
+                testid="chart-backlog"
+                title=t_string!(i18n, overview.chart_backlog).to_string()
+                series=vec![
+                    series(t_string!(i18n, overview.series_failed).to_string(), "bad"),
+                    series(t_string!(i18n, overview.series_stale).to_string(), "warn"),
+                ]
+                days=backlog
+                axis=count
+            />
+        </div>
+    }
+}
+
+/// One picture of the last days: a bar per series and day, scaled to the largest value,
+/// with its axes (the largest value and zero; the first and the last day), and the same
+/// figures as a table for those who do not see the picture.
+#[component]
+fn DayChart(
+    testid: &'static str,
+    title: String,
+    series: Vec<Series>,
+    /// Per day: its label, its values (one per series) and the same written out.
+    days: Vec<(String, Vec<i64>, Vec<String>)>,
+    /// Writes a value for the vertical axis.
+    axis: impl Fn(i64) -> String + 'static,
+) -> impl IntoView {
+    let i18n = use_i18n();
+    let peak = days
+        .iter()
+        .flat_map(|(_, values, _)| values.iter().copied())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let first = days
+        .first()
+        .map(|(label, _, _)| label.clone())
+        .unwrap_or_default();
+    let last = days
+        .last()
+        .map(|(label, _, _)| label.clone())
+        .unwrap_or_default();
+    let legend = series
+        .iter()
+        .map(|s| view! { <span class=format!("seg {}", s.class)></span> {s.name.clone()} " " })
+        .collect_view();
+    let bars = days
+        .iter()
+        .map(|(label, values, _)| {
+            let segs = values
+                .iter()
+                .zip(&series)
+                .map(|(value, s)| {
+                    let height = format!("height: {}%", value.max(&0) * 100 / peak);
+                    view! { <span class=format!("seg {}", s.class) style=height></span> }
+                })
+                .collect_view();
+            view! { <li title=label.clone()>{segs}</li> }
+        })
+        .collect_view();
+    let head = series
+        .iter()
+        .map(|s| view! { <th scope="col">{s.name.clone()}</th> })
+        .collect_view();
+    let rows = days
+        .into_iter()
+        .rev()
+        .map(|(label, _, texts)| {
+            let cells = texts
+                .into_iter()
+                .map(|text| view! { <td>{text}</td> })
+                .collect_view();
+            view! { <tr><th scope="row">{label}</th>{cells}</tr> }
+        })
+        .collect_view();
+    view! {
+        <figure class="day-chart" data-testid=testid>
+            <figcaption>{title}</figcaption>
+            <p class="legend">{legend}</p>
+            <div class="plot" aria-hidden="true">
+                <div class="y-axis"><span>{axis(peak)}</span><span>"0"</span></div>
+                <ol class="days">{bars}</ol>
+            </div>
+            <div class="x-axis" aria-hidden="true"><span>{first}</span><span>{last}</span></div>
+            <details>
+                <summary>{t!(i18n, overview.as_table)}</summary>
+                <div class="table-wrap">
+                    <table>
+                        <thead><tr><th scope="col">{t!(i18n, overview.col_day)}</th>{head}</tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                </div>
+            </details>
+        </figure>
     }
 }

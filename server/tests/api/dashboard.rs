@@ -8,6 +8,7 @@ use crate::helpers::{TestApp, fixture, on_both_backends};
 on_both_backends!(
     overview_page_renders_on_the_server,
     overview_counts_claims_by_state,
+    overview_draws_the_last_30_days,
     unknown_page_is_a_404,
 );
 
@@ -113,6 +114,84 @@ async fn overview_counts_claims_by_state(app: TestApp) {
     assert_eq!(overview["credits_today"], 40);
     assert_eq!(overview["acked"], 2);
     assert!(overview["ack_p99_ms"].as_f64().unwrap() >= overview["ack_p50_ms"].as_f64().unwrap());
+}
+
+/// Credits, money and backlog per UTC day: a payment two days ago, refunded today in two
+/// steps, and the backlog sampled on two days (the first sample of an hour stands).
+async fn overview_draws_the_last_30_days(app: TestApp) {
+    const DAY: i64 = 86_400_000;
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    let worker = claimcheck_core::worker::Worker::new(
+        app.store.clone(),
+        "w",
+        claimcheck_core::worker::WorkerConfig::default(),
+    );
+    assert_eq!(
+        app.deliver(&fixture("checkout.session.completed.paid"))
+            .await
+            .status(),
+        200
+    );
+    let _ = worker.run_once().await.unwrap();
+    app.db
+        .execute(&format!(
+            "UPDATE credit_ledger SET created_at = created_at - {} WHERE kind = 'unlock'",
+            2 * DAY
+        ))
+        .await;
+    // Half refunded, then the rest: two steps of CHF 24.50 today.
+    let mut half: Value = serde_json::from_slice(&fixture("charge.refunded")).unwrap();
+    half["id"] = "evt_days_half".into();
+    half["data"]["object"]["amount_refunded"] = 2450.into();
+    half["data"]["object"]["refunded"] = false.into();
+    for body in [
+        serde_json::to_vec(&half).unwrap(),
+        fixture("charge.refunded"),
+    ] {
+        assert_eq!(app.deliver(&body).await.status(), 200);
+        let _ = worker.run_once().await.unwrap();
+    }
+    let now = claimcheck_core::now_ms();
+    let hour = |ms: i64| ms - ms.rem_euclid(3_600_000);
+    app.db
+        .execute(&format!(
+            "INSERT INTO backlog_samples (hour, failed, stale) VALUES ({}, 3, 1)",
+            hour(now - DAY)
+        ))
+        .await;
+    // (Today's hour is housekeeping's, sampled as the server started.)
+    let two_days_ago = now - 2 * DAY;
+    app.store.alerts().record_backlog(two_days_ago, 5, 2).await.unwrap();
+    app.store.alerts().record_backlog(two_days_ago, 9, 9).await.unwrap();
+
+    let overview: Value = app
+        .call(&viewer, "overview", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["currency"], "CHF");
+    let days = overview["days"].as_array().unwrap();
+    assert_eq!(days.len(), 30);
+    let day = |i: usize, field: &str| days[i][field].clone();
+    assert_eq!(day(27, "credits"), serde_json::json!([40, 0]), "{overview}");
+    assert_eq!(day(27, "money"), serde_json::json!([4900, 0, 0]));
+    assert!(day(27, "money_text")[0].as_str().unwrap().contains("49"));
+    assert_eq!(day(29, "credits"), serde_json::json!([0, 40]), "{overview}");
+    assert_eq!(
+        day(29, "money"),
+        serde_json::json!([0, 4900, 0]),
+        "{overview}"
+    );
+    assert_eq!(day(28, "backlog"), serde_json::json!([3, 1]));
+    assert_eq!(
+        day(27, "backlog"),
+        serde_json::json!([5, 2]),
+        "the first sample of the hour"
+    );
+    assert_eq!(day(26, "backlog"), Value::Null);
+    let unlocked: i64 = days.iter().map(|d| d["credits"][0].as_i64().unwrap()).sum();
+    assert_eq!(unlocked, 40);
 }
 
 async fn unknown_page_is_a_404(app: TestApp) {
