@@ -161,8 +161,16 @@ async fn overview_draws_the_last_30_days(app: TestApp) {
         .await;
     // (Today's hour is housekeeping's, sampled as the server started.)
     let two_days_ago = now - 2 * DAY;
-    app.store.alerts().record_backlog(two_days_ago, 5, 2).await.unwrap();
-    app.store.alerts().record_backlog(two_days_ago, 9, 9).await.unwrap();
+    app.store
+        .alerts()
+        .record_backlog(two_days_ago, 5, 2)
+        .await
+        .unwrap();
+    app.store
+        .alerts()
+        .record_backlog(two_days_ago, 9, 9)
+        .await
+        .unwrap();
 
     let overview: Value = app
         .call(&viewer, "overview", &[])
