@@ -53,6 +53,10 @@ test("support filters failed claims, previews, types the count and sees the batc
     `${COUNT} / ${COUNT} done: ${COUNT} processed, 0 failed, 0 skipped`,
   );
   await expect(page.getByTestId("batch-bar")).toHaveAttribute("value", String(COUNT));
+  // The bar shows how it ended: all processed, nothing failed or skipped.
+  const split = page.getByTestId("batch-split");
+  await expect(split.locator('[data-outcome="processed"]')).toHaveAttribute("style", /width: 100%/);
+  await expect(split.locator('[data-outcome="failed"]')).toHaveAttribute("style", /width: 0%/);
   for (let i = 0; i < COUNT; i++) {
     expect(claimStatus(`evt_e2e_bulk_${i}`)).toBe("processed");
     const order = JSON.parse(cli(["orders", "show", `ord_e2e_bulk_${i}`, "--json"]));

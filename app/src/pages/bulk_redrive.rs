@@ -540,13 +540,27 @@ fn LiveProgress(batch_id: String, progress: BatchProgress, words: ProgressWords)
         poll_progress(batch_id, set_current);
     }
     let bar = words.bar.clone();
+    // The share of the batch each outcome takes, as a width.
+    let share = move |n: fn(BatchProgress) -> i64| {
+        move || {
+            let p = current.get();
+            format!("width: {}%", n(p) * 100 / p.total.max(1))
+        }
+    };
     view! {
+        // The bar screen readers read; the split bar shows the same and how it ended.
         <progress
+            class="visually-hidden"
             max=move || current.get().total
             value=move || current.get().done
             aria-label=bar
             data-testid="batch-bar"
         ></progress>
+        <div class="split-bar" aria-hidden="true" data-testid="batch-split">
+            <span class="seg ok" data-outcome="processed" style=share(|p| p.processed)></span>
+            <span class="seg bad" data-outcome="failed" style=share(|p| p.failed)></span>
+            <span class="seg warn" data-outcome="skipped" style=share(|p| p.skipped)></span>
+        </div>
         <p data-testid="batch-progress">{move || words.counts(current.get())}</p>
     }
 }
