@@ -1,6 +1,9 @@
 //! The `claimcheck` binary's library half: configuration, the HTTP application and its
 //! start-up, shared by `main` and the integration tests.
 #![forbid(unsafe_code)]
+// The dashboard's pages are laid out here for the release build (no erase_components):
+// the overview's view needs more than the default 128.
+#![recursion_limit = "256"]
 
 pub mod alerts;
 mod assets;

@@ -153,7 +153,9 @@ fn ClaimCards(overview: Overview) -> impl IntoView {
             <span class="seg other"></span> {t!(i18n, overview.legend_other)}
         </p>
         <ol class="chart" aria-label=move || t_string!(i18n, overview.per_hour)>{bars}</ol>
-        <DayCharts days=overview.days currency=overview.currency/>
+        // Its own type: the release build (without erase_components) lays out the page's
+        // future within the recursion limit.
+        {view! { <DayCharts days=overview.days currency=overview.currency/> }.into_any()}
         <p class="muted">
             {t!(i18n, overview.database)} " " <span data-testid="backend">{overview.backend}</span> ". "
             {t!(i18n, overview.checked_at)} " "
