@@ -120,7 +120,11 @@ pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimErr
 
     // A page in the middle of the history, found through the list's own cursor format.
     let middle = since + (args.claims / 2) * 10;
-    let customer = format!("customer{}@example.ch", SYNTHETIC_CUSTOMERS / 3);
+    // A customer the history has, however small it is (one per claim, up to the 50,000).
+    let customer = format!(
+        "customer{}@example.ch",
+        args.claims.min(SYNTHETIC_CUSTOMERS) / 3
+    );
     let pages = [
         ("events list", "/events".to_owned()),
         (
