@@ -102,22 +102,10 @@ pub async fn search_orders(term: String) -> Result<OrderSearch, ServerFnError> {
 
 #[server(prefix = "/dashboard/fn", endpoint = "order")]
 pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
-    use claimcheck_core::{OrderId, now_ms};
+    use claimcheck_core::now_ms;
 
     let (store, _) = server::require(Role::Viewer).await?;
-    let id = OrderId::parse(order_id.trim()).map_err(|e| server::not_found(e.to_string()))?;
-    let order = store
-        .orders()
-        .get(&id)
-        .await
-        .map_err(server::unavailable)?
-        .ok_or_else(|| {
-            server::not_found(td_string!(
-                server::locale(),
-                messages.no_order,
-                id = id.clone()
-            ))
-        })?;
+    let order = server::order(&store, &order_id).await?;
     let history = store
         .orders()
         .history(&order, now_ms())

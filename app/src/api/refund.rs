@@ -36,24 +36,10 @@ pub struct RefundDraft {
 
 #[server(prefix = "/dashboard/fn", endpoint = "refund_draft")]
 pub async fn get_refund_draft(order_id: String) -> Result<RefundDraft, ServerFnError> {
-    use claimcheck_core::OrderId;
-
     // Any role reads it, as it reads the order and the customer; only admins are given
     // the form (the page) and may send it (the action).
     let (store, _) = server::require(Role::Viewer).await?;
-    let id = OrderId::parse(order_id.trim()).map_err(|e| server::not_found(e.to_string()))?;
-    let order = store
-        .orders()
-        .get(&id)
-        .await
-        .map_err(server::unavailable)?
-        .ok_or_else(|| {
-            server::not_found(td_string!(
-                server::locale(),
-                messages.no_order,
-                id = id.clone()
-            ))
-        })?;
+    let order = server::order(&store, &order_id).await?;
     let customer = order
         .customer_email
         .as_deref()

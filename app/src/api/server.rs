@@ -158,6 +158,19 @@ pub fn order_line(o: claimcheck_core::OrderLine) -> super::OrderListRow {
     }
 }
 
+/// The order the reader asked for by its id (as typed, trimmed); a 404 in their words when
+/// the id cannot be one or no such order exists.
+pub async fn order(store: &Store, order_id: &str) -> Result<OrderView, ServerFnError> {
+    let id =
+        claimcheck_core::OrderId::parse(order_id.trim()).map_err(|e| not_found(e.to_string()))?;
+    store
+        .orders()
+        .get(&id)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| not_found(td_string!(locale(), messages.no_order, id = id.clone())))
+}
+
 pub fn order_detail(o: OrderView) -> OrderDetail {
     let reader = reader();
     let locale = reader.locale();
