@@ -18,6 +18,9 @@ use crate::money::DisputeStatus;
 pub struct Package {
     pub credits: i64,
     pub price: Option<Price>,
+    /// How long the credits of one purchase last, in milliseconds from the unlock; `None`:
+    /// they never expire.
+    pub lasts_ms: Option<i64>,
 }
 
 /// A price in the currency's minor unit (4900 chf = CHF 49.00).
@@ -28,8 +31,9 @@ pub struct Price {
     pub currency: String,
 }
 
-/// The packages a shop sells (`CLAIMCHECK_PACKAGES=thesis-40=40:4900:chf,thesis-100=100`):
-/// name → credits, and optionally the price in minor units and currency. Sessions whose
+/// The packages a shop sells (`CLAIMCHECK_PACKAGES=thesis-40=40:4900:chf:365d,thesis-100=100`):
+/// name → credits, and optionally the price in minor units and currency, and after it how
+/// long the credits last. Sessions whose
 /// metadata names a package but no credits get the package's credits; the order API sells
 /// only packages with a price.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,6 +47,12 @@ impl Packages {
     pub fn get(&self, package: &str) -> Option<&Package> {
         self.0.get(package)
     }
+
+    /// How long the credits of `package` last (ms); `None` for a package that does not say
+    /// or is not configured.
+    pub fn lasts_ms(&self, package: Option<&str>) -> Option<i64> {
+        package.and_then(|p| self.0.get(p)).and_then(|p| p.lasts_ms)
+    }
 }
 
 impl FromStr for Packages {
@@ -51,9 +61,9 @@ impl FromStr for Packages {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut packages = HashMap::new();
         for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let (name, rest) = entry
-                .split_once('=')
-                .ok_or_else(|| format!("'{entry}' is not NAME=CREDITS[:AMOUNT:CURRENCY]"))?;
+            let (name, rest) = entry.split_once('=').ok_or_else(|| {
+                format!("'{entry}' is not NAME=CREDITS[:AMOUNT:CURRENCY[:LASTS]]")
+            })?;
             let mut parts = rest.split(':').map(str::trim);
             let credits: i64 = parts
                 .next()
@@ -62,9 +72,10 @@ impl FromStr for Packages {
                 .ok_or_else(|| {
                     format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}")
                 })?;
-            let price = match (parts.next(), parts.next(), parts.next()) {
-                (None, _, _) => None,
-                (Some(amount), Some(currency), None) => {
+            const SHAPE: &str = "NAME=CREDITS[:AMOUNT:CURRENCY[:LASTS]]";
+            let (price, lasts_ms) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+                (None, _, _, _) => (None, None),
+                (Some(amount), Some(currency), lasts, None) => {
                     let amount: i64 = amount.parse().ok().filter(|a| *a > 0).ok_or_else(|| {
                         format!("'{entry}': the amount is a positive whole number of minor units (4900 for 49.00)")
                     })?;
@@ -74,11 +85,30 @@ impl FromStr for Packages {
                             "'{entry}': the currency is a three-letter ISO code (chf)"
                         ));
                     }
-                    Some(Price { amount, currency })
+                    let lasts_ms = match lasts {
+                        None => None,
+                        Some(text) => Some(
+                            crate::text::parse_duration(text)
+                                .ok()
+                                .and_then(|d| i64::try_from(d.as_millis()).ok())
+                                .filter(|ms| *ms > 0)
+                                .ok_or_else(|| {
+                                    format!("'{entry}': how long the credits last is a duration like 365d or 30d")
+                                })?,
+                        ),
+                    };
+                    (Some(Price { amount, currency }), lasts_ms)
                 }
-                _ => return Err(format!("'{entry}' is not NAME=CREDITS[:AMOUNT:CURRENCY]")),
+                _ => return Err(format!("'{entry}' is not {SHAPE}")),
             };
-            packages.insert(name.trim().to_owned(), Package { credits, price });
+            packages.insert(
+                name.trim().to_owned(),
+                Package {
+                    credits,
+                    price,
+                    lasts_ms,
+                },
+            );
         }
         Ok(Packages(packages))
     }
@@ -699,9 +729,16 @@ mod tests {
                 price: Some(Price {
                     amount: 4900,
                     currency: "chf".into()
-                })
+                }),
+                lasts_ms: None,
             })
         );
+        let lasting: Packages = "thesis-40=40:4900:chf:365d".parse().unwrap();
+        assert_eq!(lasting.lasts_ms(Some("thesis-40")), Some(365 * 86_400_000));
+        assert_eq!(lasting.lasts_ms(Some("other")), None);
+        assert!("x=1:100:chf:0d".parse::<Packages>().is_err());
+        assert!("x=1:100:chf:a year".parse::<Packages>().is_err());
+        assert!("x=1:100:chf:1d:more".parse::<Packages>().is_err());
         assert!("x=1:0:chf".parse::<Packages>().is_err());
         assert!("x=1:100:swissfranc".parse::<Packages>().is_err());
         assert!("x=1:100".parse::<Packages>().is_err());

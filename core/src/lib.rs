@@ -48,6 +48,8 @@ pub mod report;
 #[cfg(feature = "store")]
 pub mod search;
 #[cfg(feature = "store")]
+pub mod spending;
+#[cfg(feature = "store")]
 mod store;
 #[cfg(feature = "store")]
 pub mod stripe;

@@ -109,17 +109,8 @@ pub struct Checkout {
 }
 
 fn check_email(email: &str) -> Result<String, PaymentError> {
-    let email = email.trim().to_lowercase();
-    let valid = email.len() <= 254
-        && !crate::text::has_hidden_characters(&email, false)
-        && email
-            .split_once('@')
-            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'));
-    if valid {
-        Ok(email)
-    } else {
-        Err(PaymentError::BadEmail(email))
-    }
+    crate::spending::customer_email(email)
+        .map_err(|_| PaymentError::BadEmail(email.trim().to_lowercase()))
 }
 
 /// Stripe expires an unpaid Checkout Session after 24 hours (`expires_at`). A new one is

@@ -25,6 +25,7 @@ mod audit;
 mod batch_writer;
 mod bulk_redrive;
 mod claim_state;
+mod credits;
 mod deliveries;
 mod fulfilling;
 mod health;
@@ -177,6 +178,8 @@ aggregates! {
     Claims => claims;
     /// Orders and their credit ledger.
     Orders => orders;
+    /// What customers do with their credits: lots, spends, holds, expiries, adjustments.
+    Credits => credits;
     /// Outgoing Stripe requests, one per Idempotency-Key.
     StripeRequests => stripe_requests;
     /// Dashboard operators and their second factor.

@@ -1,7 +1,7 @@
 //! Text that would mislead a reader: Unicode's invisible format characters (bidirectional
 //! overrides such as U+202E, zero-width joiners and spaces, the soft hyphen, tags), refused in
 //! identifiers so that an order id, a username or an e-mail shown on the dashboard or in the
-//! audit log reads as what it is.
+//! audit log reads as what it is. And the one way durations are written in settings.
 
 /// Unicode's format characters (general category Cf, Unicode 15): they change how the
 /// text around them is shown, or are not shown at all.
@@ -38,6 +38,30 @@ pub fn is_format(c: char) -> bool {
 pub fn has_hidden_characters(text: &str, spaces: bool) -> bool {
     text.chars()
         .any(|c| c.is_control() || is_format(c) || (c.is_whitespace() && !(spaces && c == ' ')))
+}
+
+/// `90s`, `15m`, `1h`, `3d`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration like 90s, 15m, 1h or 3d"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => {
+            return Err(format!(
+                "'{text}' is not a duration like 90s, 15m, 1h or 3d"
+            ));
+        }
+    };
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 #[cfg(test)]

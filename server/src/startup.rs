@@ -33,6 +33,8 @@ pub struct Application {
     workers: Vec<Worker>,
     new_claim: Arc<Notify>,
     retention: Option<Duration>,
+    /// How long each package's credits last, for the lots the upkeep expires.
+    packages: Arc<claimcheck_core::fulfilment::Packages>,
     reconciler: Option<(StripeApi, ReconcileSchedule)>,
     metrics: Arc<Metrics>,
     bulk: BulkRuns,
@@ -119,6 +121,7 @@ impl Application {
             workers,
             new_claim,
             retention: config.retention,
+            packages: Arc::new(config.worker.packages.clone()),
             reconciler: config
                 .stripe
                 .clone()
@@ -185,6 +188,11 @@ impl Application {
         workers.push(tokio::spawn(housekeeping(
             self.store.clone(),
             self.retention,
+            stopped.clone(),
+        )));
+        workers.push(tokio::spawn(crate::tasks::expire_credits_periodically(
+            self.store.clone(),
+            self.packages,
             stopped.clone(),
         )));
         // Both listeners stop together; requests in flight finish.

@@ -112,6 +112,40 @@ pub(crate) async fn housekeeping(
     }
 }
 
+/// Every 30 seconds: holds past their expiry are released and lots past theirs expire (each
+/// once, whatever the number of instances), and the answers kept under Idempotency-Keys
+/// longer than they must be are forgotten. A request reads its customer's holds and lots up
+/// to date itself; this makes them so for everyone else (the dashboard, the metrics).
+pub(crate) async fn expire_credits_periodically(
+    store: Store,
+    packages: Arc<claimcheck_core::fulfilment::Packages>,
+    mut stop: watch::Receiver<bool>,
+) {
+    const EVERY: Duration = Duration::from_secs(30);
+    while !*stop.borrow() {
+        let now = claimcheck_core::now_ms();
+        match store.credits().expire_due(&packages, now, 500).await {
+            Ok((0, 0)) => {}
+            Ok((holds, lots)) => tracing::info!(holds, lots, "expired holds and lots"),
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "expiring holds and lots failed; trying again later"
+            ),
+        }
+        let before = now - claimcheck_core::spending::KEYS_KEPT_MS;
+        if let Err(error) = store.credits().prune_keys(before).await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "forgetting old Idempotency-Keys failed; trying again later"
+            );
+        }
+        tokio::select! {
+            () = tokio::time::sleep(EVERY) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
 /// Indexes every claim still without its search terms, in small transactions so that
 /// ingestion is never held up for long.
 async fn index_search_terms(store: &Store, stop: &watch::Receiver<bool>) {

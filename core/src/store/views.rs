@@ -300,9 +300,21 @@ impl Orders<'_> {
         for row in rows {
             orders.push(self.view(row).await?);
         }
+        // Spends, expiries and adjustments (by e-mail) beside what the orders granted.
+        let moved: i64 = self
+            .pool
+            .on()
+            .value(
+                sql(
+                    "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_movements \
+                     WHERE customer_email = $1",
+                )
+                .bind(who.trim().to_lowercase()),
+            )
+            .await?;
         Ok(CustomerView {
             customer: who.trim().to_owned(),
-            balance: orders.iter().map(|o| o.credits_granted).sum(),
+            balance: orders.iter().map(|o| o.credits_granted).sum::<i64>() + moved,
             orders,
             claims: Vec::new(),
         })

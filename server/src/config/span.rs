@@ -42,29 +42,9 @@ impl fmt::Display for Span {
     }
 }
 
-/// `90s`, `15m`, `1h`, `3d`, or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration like 90s, 15m, 1h or 3d"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
-        _ => {
-            return Err(format!(
-                "'{text}' is not a duration like 90s, 15m, 1h or 3d"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(secs))
-}
+/// `90s`, `15m`, `1h`, `3d`, or plain seconds (the engine's parser, shared with the packages'
+/// credit lifetimes).
+pub use claimcheck_core::text::parse_duration;
 
 #[cfg(test)]
 mod tests {

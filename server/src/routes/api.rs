@@ -5,7 +5,7 @@
 //!   opens its Stripe Checkout Session; asking again for the same order returns the same
 //!   session (201 the first time, 200 after).
 //! - `GET /api/orders/{order_id}`: status, credits granted, the Checkout URL.
-//! - `GET /api/customers/{email}/balance`: the customer's credit balance.
+//! - the customer's credits: balance, ledger, spends and holds ([`super::spends`]).
 //!
 //! Every error is JSON `{"error": code, "message": text}`.
 
@@ -41,7 +41,7 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/api/orders", post(create_order))
         .route("/api/orders/{order_id}", get(show_order))
-        .route("/api/customers/{email}/balance", get(balance))
+        .merge(super::spends::router())
 }
 
 /// An API error: status, stable code, human message.
@@ -54,7 +54,11 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
         ApiError {
             status,
             code,
@@ -63,7 +67,7 @@ impl ApiError {
         }
     }
 
-    fn storage(error: StoreError) -> ApiError {
+    pub(crate) fn storage(error: StoreError) -> ApiError {
         tracing::error!(
             error = &error as &dyn std::error::Error,
             "order API: storage"
@@ -300,21 +304,4 @@ async fn show_order(
             format!("no order {order_id}"),
         )),
     }
-}
-
-async fn balance(
-    _caller: ApiCaller,
-    State(store): State<Store>,
-    Path(email): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let customer = store
-        .orders()
-        .customer(&email)
-        .await
-        .map_err(ApiError::storage)?;
-    Ok(Json(json!({
-        "customer_email": email.trim().to_lowercase(),
-        "balance": customer.balance,
-        "orders": customer.orders.len(),
-    })))
 }

@@ -31,6 +31,7 @@ mod refund_form;
 mod search;
 #[cfg(feature = "rehearsal")]
 mod simulate;
+mod spends;
 mod support_desk;
 mod two_factor;
 mod webhook;

@@ -1,0 +1,901 @@
+//! A customer's credits beyond the order ledger: lots, spends, holds, expiries and
+//! adjustments (the rules are in [`crate::spending`]).
+//!
+//! Every request is one transaction:
+//! 1. its Idempotency-Key is claimed first: a second request under the key waits for the
+//!    first to commit (PostgreSQL's unique index, SQLite's one writer) and gets its answer;
+//! 2. the customer is locked (PostgreSQL: an advisory lock per customer; SQLite: the writer
+//!    already is one), so two spends never both read "3 left";
+//! 3. the customer's lots are brought up to date (a lot per unlocked order, expiries due);
+//! 4. the credits move and the answer is written beside them, so a crash before the commit
+//!    leaves neither, and a retry acts once.
+
+use super::Credits;
+use super::query::{Tx, sql};
+use crate::error::StoreError;
+use crate::fulfilment::Packages;
+use crate::spending::{
+    AdjustmentView, Answer, BalanceView, Cause, CreditOutcome, CreditRequest, Draw, Expiring,
+    HoldStatus, HoldView, IdempotencyKey, KeyScope, Keyed, LedgerCursor, LedgerPage, LedgerRow,
+    LotView, SpendView,
+};
+
+/// One lot as the customer's figures need it.
+#[derive(Debug, Clone)]
+struct Lot {
+    lot_id: String,
+    order_id: Option<String>,
+    expires_at: Option<i64>,
+    expired: bool,
+    created_at: i64,
+    /// What the lot holds: an order's ledger, or an adjustment's credits.
+    granted: i64,
+    /// What spends, negative adjustments and the expiry took from it.
+    drawn: i64,
+}
+
+impl Lot {
+    fn remaining(&self) -> i64 {
+        self.granted - self.drawn
+    }
+
+    fn spendable(&self, now: i64) -> bool {
+        !self.expired && self.expires_at.is_none_or(|at| at > now) && self.remaining() > 0
+    }
+}
+
+type LotRow = (
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+);
+
+/// Soonest to expire first (credits that never expire last), then the oldest.
+const LOTS: &str = "\
+    SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, \
+        CASE WHEN c.order_id IS NULL THEN c.credits ELSE \
+            (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
+             WHERE l.order_id = c.order_id) END, \
+        (SELECT CAST(COALESCE(SUM(d.credits), 0) AS BIGINT) FROM credit_draws d \
+         WHERE d.lot_id = c.lot_id) \
+    FROM credit_lots c WHERE c.customer_email = $1 \
+    ORDER BY CASE WHEN c.expires_at IS NULL THEN 1 ELSE 0 END, c.expires_at, c.created_at, \
+        c.lot_id";
+
+/// Unlocked orders whose lot is not written yet.
+const UNLOTTED: &str = "\
+    SELECT o.order_id, o.customer_email, o.package, l.created_at \
+    FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id \
+    WHERE l.kind = 'unlock' AND o.customer_email IS NOT NULL \
+      AND NOT EXISTS (SELECT 1 FROM credit_lots c WHERE c.order_id = l.order_id)";
+
+const HOLD_COLUMNS: &str = "hold_id, customer_email, credits, reference, metadata, status, \
+    captured, spend_id, expires_at, created_at, settled_at";
+
+type HoldRow = (
+    String,
+    String,
+    i64,
+    String,
+    Option<String>,
+    String,
+    Option<i64>,
+    Option<String>,
+    i64,
+    i64,
+    Option<i64>,
+);
+
+/// A customer's credits inside a request's transaction, locked for it.
+struct Account {
+    email: String,
+    lots: Vec<Lot>,
+    held: i64,
+    /// Lots this transaction marked expired.
+    expired_now: u64,
+}
+
+impl Account {
+    async fn open(
+        tx: &mut Tx,
+        email: &str,
+        packages: &Packages,
+        now: i64,
+    ) -> Result<Account, StoreError> {
+        if let Tx::Postgres(_) = tx {
+            tx.on()
+                .execute(sql("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(email))
+                .await?;
+        }
+        write_lots(tx, Some(email), packages, i64::MAX).await?;
+        tx.on()
+            .execute(
+                sql(
+                    "UPDATE credit_holds SET status = 'expired', settled_at = $2 \
+                     WHERE customer_email = $1 AND status = 'active' AND expires_at <= $2",
+                )
+                .bind(email)
+                .bind(now),
+            )
+            .await?;
+        let rows: Vec<LotRow> = tx.on().all(sql(LOTS).bind(email)).await?;
+        let mut lots: Vec<Lot> = rows
+            .into_iter()
+            .map(
+                |(lot_id, order_id, expires_at, expired_at, created_at, granted, drawn)| Lot {
+                    lot_id,
+                    order_id,
+                    expires_at,
+                    expired: expired_at.is_some(),
+                    created_at,
+                    granted,
+                    drawn,
+                },
+            )
+            .collect();
+        let mut expired_now = 0;
+        for lot in lots
+            .iter_mut()
+            .filter(|l| !l.expired && l.expires_at.is_some_and(|at| at <= now))
+        {
+            let marked = tx
+                .on()
+                .execute(
+                    sql("UPDATE credit_lots SET expired_at = $2 \
+                         WHERE lot_id = $1 AND expired_at IS NULL")
+                    .bind(&lot.lot_id)
+                    .bind(now),
+                )
+                .await?;
+            lot.expired = true;
+            expired_now += marked;
+            let left = lot.remaining();
+            if marked == 1 && left > 0 {
+                let movement = Movement {
+                    movement_id: format!("expire:{}", lot.lot_id),
+                    kind: "expire",
+                    delta: -left,
+                    lot_id: Some(&lot.lot_id),
+                    ..Movement::new(email, now)
+                };
+                let draw = [Draw {
+                    lot_id: lot.lot_id.clone(),
+                    credits: left,
+                }];
+                movement.write(tx, &draw).await?;
+                lot.drawn += left;
+            }
+        }
+        let held: i64 = tx
+            .on()
+            .value(
+                sql(
+                    "SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM credit_holds \
+                     WHERE customer_email = $1 AND status = 'active'",
+                )
+                .bind(email),
+            )
+            .await?;
+        Ok(Account {
+            email: email.to_owned(),
+            lots,
+            held,
+            expired_now,
+        })
+    }
+
+    fn balance(&self) -> i64 {
+        self.lots.iter().map(Lot::remaining).sum()
+    }
+
+    fn available(&self) -> i64 {
+        (self.balance() - self.held).max(0)
+    }
+
+    /// The lots `credits` come from, if `available` (what may be taken) covers them and the
+    /// balance is above zero; the in-memory lots are drawn down.
+    fn draw(&mut self, credits: i64, available: i64, now: i64) -> Option<Vec<Draw>> {
+        if self.balance() <= 0 || credits > available {
+            return None;
+        }
+        let mut left = credits;
+        let mut draws = Vec::new();
+        for lot in self.lots.iter_mut().filter(|l| l.spendable(now)) {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(lot.remaining());
+            lot.drawn += take;
+            left -= take;
+            draws.push(Draw {
+                lot_id: lot.lot_id.clone(),
+                credits: take,
+            });
+        }
+        // Unreachable while available ≤ balance ≤ the spendable lots' sum; refused rather
+        // than written short if it ever were.
+        (left == 0).then_some(draws)
+    }
+
+    fn insufficient(&self, available: i64) -> CreditOutcome {
+        CreditOutcome::Insufficient {
+            balance: self.balance(),
+            available,
+        }
+    }
+
+    fn view(&self, now: i64) -> BalanceView {
+        let balance = self.balance();
+        let expiring = self
+            .lots
+            .iter()
+            .filter(|l| l.spendable(now) && l.expires_at.is_some())
+            .min_by_key(|l| l.expires_at)
+            .and_then(|l| {
+                l.expires_at.map(|at| Expiring {
+                    credits: l.remaining(),
+                    at,
+                })
+            });
+        BalanceView {
+            customer_email: self.email.clone(),
+            balance,
+            available: self.available(),
+            held: self.held,
+            owed: (-balance).max(0),
+            expiring,
+            lots: self
+                .lots
+                .iter()
+                .map(|l| LotView {
+                    lot_id: l.lot_id.clone(),
+                    order_id: l.order_id.clone(),
+                    credits: l.granted,
+                    remaining: l.remaining(),
+                    expires_at: l.expires_at,
+                    expired: l.expired || l.expires_at.is_some_and(|at| at <= now),
+                    created_at: l.created_at,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Writes the lots of unlocked orders that have none (of `email`, or of anyone), at most
+/// `limit`; how many.
+async fn write_lots(
+    tx: &mut Tx,
+    email: Option<&str>,
+    packages: &Packages,
+    limit: i64,
+) -> Result<u64, StoreError> {
+    let statement = match email {
+        Some(_) => format!("{UNLOTTED} AND o.customer_email = $1 LIMIT $2"),
+        None => format!("{UNLOTTED} LIMIT $1"),
+    };
+    let query = match email {
+        Some(email) => sql(statement).bind(email).bind(limit),
+        None => sql(statement).bind(limit),
+    };
+    let rows: Vec<(String, String, Option<String>, i64)> = tx.on().all(query).await?;
+    let mut written = 0;
+    for (order_id, customer_email, package, unlocked_at) in rows {
+        let expires_at = packages
+            .lasts_ms(package.as_deref())
+            .map(|ms| unlocked_at.saturating_add(ms));
+        written += tx
+            .on()
+            .execute(
+                sql("INSERT INTO credit_lots \
+                     (lot_id, customer_email, order_id, credits, expires_at, created_at) \
+                     VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING")
+                .bind(format!("order:{order_id}"))
+                .bind(customer_email)
+                .bind(&order_id)
+                .bind(expires_at)
+                .bind(unlocked_at),
+            )
+            .await?;
+    }
+    Ok(written)
+}
+
+/// One row of `credit_movements`.
+struct Movement<'a> {
+    movement_id: String,
+    email: &'a str,
+    kind: &'static str,
+    delta: i64,
+    reference: Option<&'a str>,
+    metadata: Option<String>,
+    hold_id: Option<&'a str>,
+    lot_id: Option<&'a str>,
+    actor: Option<&'a str>,
+    reason: Option<&'a str>,
+    key: Option<&'a str>,
+    now: i64,
+}
+
+impl<'a> Movement<'a> {
+    fn new(email: &'a str, now: i64) -> Movement<'a> {
+        Movement {
+            movement_id: String::new(),
+            email,
+            kind: "spend",
+            delta: 0,
+            reference: None,
+            metadata: None,
+            hold_id: None,
+            lot_id: None,
+            actor: None,
+            reason: None,
+            key: None,
+            now,
+        }
+    }
+
+    async fn write(&self, tx: &mut Tx, draws: &[Draw]) -> Result<(), StoreError> {
+        tx.on()
+            .execute(
+                sql(
+                    "INSERT INTO credit_movements (movement_id, customer_email, kind, delta, \
+                     reference, metadata, hold_id, lot_id, actor, reason, idempotency_key, \
+                     created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                )
+                .bind(self.movement_id.as_str())
+                .bind(self.email)
+                .bind(self.kind)
+                .bind(self.delta)
+                .bind(self.reference)
+                .bind(self.metadata.clone())
+                .bind(self.hold_id)
+                .bind(self.lot_id)
+                .bind(self.actor)
+                .bind(self.reason)
+                .bind(self.key)
+                .bind(self.now),
+            )
+            .await?;
+        for draw in draws {
+            tx.on()
+                .execute(
+                    sql("INSERT INTO credit_draws (movement_id, lot_id, credits) \
+                         VALUES ($1, $2, $3)")
+                    .bind(self.movement_id.as_str())
+                    .bind(draw.lot_id.as_str())
+                    .bind(draw.credits),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn random(prefix: &str) -> Result<String, StoreError> {
+    crate::token::random_id(prefix).map_err(|e| StoreError::Random(e.to_string()))
+}
+
+fn metadata_text(value: Option<&serde_json::Value>) -> Option<String> {
+    value.map(serde_json::Value::to_string)
+}
+
+fn metadata_value(text: Option<String>) -> Option<serde_json::Value> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+}
+
+async fn read_hold(tx: &mut Tx, hold_id: &str) -> Result<Option<HoldRow>, StoreError> {
+    Ok(tx
+        .on()
+        .optional(
+            sql(format!(
+                "SELECT {HOLD_COLUMNS} FROM credit_holds WHERE hold_id = $1"
+            ))
+            .bind(hold_id),
+        )
+        .await?)
+}
+
+fn hold_view(row: HoldRow, account: &Account) -> Result<HoldView, StoreError> {
+    let (
+        hold_id,
+        customer_email,
+        credits,
+        reference,
+        metadata,
+        status,
+        captured,
+        spend_id,
+        expires_at,
+        created_at,
+        settled_at,
+    ) = row;
+    Ok(HoldView {
+        hold_id,
+        customer_email,
+        credits,
+        reference,
+        metadata: metadata_value(metadata),
+        status: HoldStatus::parse(&status).ok_or(StoreError::UnknownValue(status))?,
+        captured,
+        spend_id,
+        expires_at,
+        created_at,
+        settled_at,
+        balance_after: account.balance(),
+        available_after: account.available(),
+    })
+}
+
+impl Credits<'_> {
+    /// Carries out `request` under `key` (once: a repeat gets the first answer), and
+    /// returns the answer `render` made of what it came to.
+    pub async fn apply(
+        self,
+        scope: KeyScope,
+        key: &IdempotencyKey,
+        request: &CreditRequest,
+        packages: &Packages,
+        now: i64,
+        render: impl FnOnce(&CreditOutcome) -> Answer + Send,
+    ) -> Result<Keyed, StoreError> {
+        let fingerprint = request.fingerprint();
+        let mut tx = self.pool.begin().await?;
+        let claimed = tx
+            .on()
+            .execute(
+                sql("INSERT INTO credit_requests \
+                     (scope, idempotency_key, request_hash, status, body, created_at) \
+                     VALUES ($1, $2, $3, 0, '', $4) ON CONFLICT DO NOTHING")
+                .bind(scope.as_str())
+                .bind(key.as_str())
+                .bind(fingerprint.as_str())
+                .bind(now),
+            )
+            .await?;
+        if claimed == 0 {
+            let (hash, status, body): (String, i64, String) = tx
+                .on()
+                .one(
+                    sql(
+                        "SELECT request_hash, CAST(status AS BIGINT), body FROM credit_requests \
+                         WHERE scope = $1 AND idempotency_key = $2",
+                    )
+                    .bind(scope.as_str())
+                    .bind(key.as_str()),
+                )
+                .await?;
+            return Ok(if hash != fingerprint {
+                Keyed::KeyReused
+            } else if status == 0 {
+                Keyed::KeyInUse
+            } else {
+                Keyed::Replayed(Answer {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                })
+            });
+        }
+        let outcome = carry_out(&mut tx, request, key, packages, now).await?;
+        let answer = render(&outcome);
+        tx.on()
+            .execute(
+                sql("UPDATE credit_requests SET status = $3, body = $4 \
+                     WHERE scope = $1 AND idempotency_key = $2")
+                .bind(scope.as_str())
+                .bind(key.as_str())
+                .bind(i64::from(answer.status))
+                .bind(answer.body.as_str()),
+            )
+            .await?;
+        crate::failpoint::hit("credits.before_commit").await;
+        tx.commit().await?;
+        Ok(Keyed::Fresh(answer))
+    }
+
+    /// `email`'s credits now (their lots written and expiries applied first).
+    pub async fn balance(
+        self,
+        email: &str,
+        packages: &Packages,
+        now: i64,
+    ) -> Result<BalanceView, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let account = Account::open(&mut tx, email, packages, now).await?;
+        tx.commit().await?;
+        Ok(account.view(now))
+    }
+
+    /// Every change of `email`'s balance, newest first, `limit` at a time after `cursor`.
+    pub async fn ledger(
+        self,
+        email: &str,
+        cursor: Option<LedgerCursor>,
+        limit: i64,
+    ) -> Result<LedgerPage, StoreError> {
+        const SQL: &str = "\
+            SELECT at, src, seq, kind, delta, order_id, movement_id, hold_id, lot_id, reference, \
+                actor, reason, event_id, idempotency_key FROM ( \
+              SELECT l.created_at AS at, CAST(0 AS BIGINT) AS src, l.id AS seq, l.kind AS kind, \
+                  l.delta AS delta, l.order_id AS order_id, CAST(NULL AS TEXT) AS movement_id, \
+                  CAST(NULL AS TEXT) AS hold_id, CAST(NULL AS TEXT) AS lot_id, \
+                  CAST(NULL AS TEXT) AS reference, CAST(NULL AS TEXT) AS actor, \
+                  CAST(NULL AS TEXT) AS reason, l.event_id AS event_id, \
+                  l.idempotency_key AS idempotency_key \
+              FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id \
+              WHERE o.customer_email = $1 \
+              UNION ALL \
+              SELECT m.created_at, CAST(1 AS BIGINT), m.id, m.kind, m.delta, \
+                  (SELECT c.order_id FROM credit_lots c WHERE c.lot_id = m.lot_id), \
+                  m.movement_id, m.hold_id, m.lot_id, m.reference, m.actor, m.reason, NULL, \
+                  m.idempotency_key \
+              FROM credit_movements m WHERE m.customer_email = $1 \
+            ) t \
+            WHERE at < $2 OR (at = $2 AND (src < $3 OR (src = $3 AND seq < $4))) \
+            ORDER BY at DESC, src DESC, seq DESC LIMIT $5";
+        type Row = (
+            i64,
+            i64,
+            i64,
+            String,
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let email = email.trim().to_lowercase();
+        let start = cursor.unwrap_or(LedgerCursor {
+            at: i64::MAX,
+            source: 0,
+            id: 0,
+        });
+        let rows: Vec<Row> = self
+            .pool
+            .on()
+            .all(
+                sql(SQL)
+                    .bind(email.as_str())
+                    .bind(start.at)
+                    .bind(start.source)
+                    .bind(start.id)
+                    .bind(limit + 1),
+            )
+            .await?;
+        let more = rows.len() > usize::try_from(limit).unwrap_or(0);
+        let mut next_cursor = None;
+        let mut page = Vec::new();
+        for row in rows.into_iter().take(usize::try_from(limit).unwrap_or(0)) {
+            let (at, src, seq, kind, delta, order_id, movement_id, hold_id, lot_id, reference) = (
+                row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9,
+            );
+            next_cursor = Some(LedgerCursor {
+                at,
+                source: src,
+                id: seq,
+            });
+            page.push(LedgerRow {
+                cause: Cause::of(&kind, hold_id.as_deref()),
+                kind,
+                delta,
+                order_id,
+                movement_id,
+                hold_id,
+                lot_id,
+                reference,
+                actor: row.10,
+                reason: row.11,
+                event_id: row.12,
+                idempotency_key: row.13,
+                created_at: at,
+            });
+        }
+        Ok(LedgerPage {
+            customer_email: email,
+            rows: page,
+            next_cursor: more.then_some(next_cursor).flatten().map(|c| c.to_string()),
+        })
+    }
+
+    /// Upkeep: holds past their expiry are released and lots past theirs expire, at most
+    /// `batch` of each; several instances may run it at once, each hold and lot changes once.
+    /// Returns (holds expired, lots expired).
+    pub async fn expire_due(
+        self,
+        packages: &Packages,
+        now: i64,
+        batch: i64,
+    ) -> Result<(u64, u64), StoreError> {
+        let holds = self
+            .pool
+            .on()
+            .execute(
+                sql(
+                    "UPDATE credit_holds SET status = 'expired', settled_at = $1 \
+                     WHERE status = 'active' AND hold_id IN (SELECT hold_id FROM credit_holds \
+                       WHERE status = 'active' AND expires_at <= $1 LIMIT $2)",
+                )
+                .bind(now)
+                .bind(batch),
+            )
+            .await?;
+        let mut tx = self.pool.begin().await?;
+        write_lots(&mut tx, None, packages, batch).await?;
+        tx.commit().await?;
+        let due: Vec<String> = self
+            .pool
+            .on()
+            .column(
+                sql("SELECT DISTINCT customer_email FROM credit_lots \
+                     WHERE expired_at IS NULL AND expires_at <= $1 LIMIT $2")
+                .bind(now)
+                .bind(batch),
+            )
+            .await?;
+        let mut lots = 0;
+        for email in due {
+            let mut tx = self.pool.begin().await?;
+            let account = Account::open(&mut tx, &email, packages, now).await?;
+            tx.commit().await?;
+            lots += account.expired_now;
+        }
+        Ok((holds, lots))
+    }
+
+    /// Forgets the answers kept under keys older than `before` (unix ms); how many.
+    pub async fn prune_keys(self, before: i64) -> Result<u64, StoreError> {
+        Ok(self
+            .pool
+            .on()
+            .execute(sql("DELETE FROM credit_requests WHERE created_at < $1").bind(before))
+            .await?)
+    }
+}
+
+async fn carry_out(
+    tx: &mut Tx,
+    request: &CreditRequest,
+    key: &IdempotencyKey,
+    packages: &Packages,
+    now: i64,
+) -> Result<CreditOutcome, StoreError> {
+    match request {
+        CreditRequest::Spend {
+            customer_email,
+            credits,
+            reference,
+            metadata,
+        } => {
+            let mut account = Account::open(tx, customer_email, packages, now).await?;
+            let available = account.available();
+            let Some(draws) = account.draw(*credits, available, now) else {
+                return Ok(account.insufficient(available));
+            };
+            let movement = Movement {
+                movement_id: random("sp")?,
+                kind: "spend",
+                delta: -credits,
+                reference: Some(reference),
+                metadata: metadata_text(metadata.as_ref()),
+                key: Some(key.as_str()),
+                ..Movement::new(customer_email, now)
+            };
+            movement.write(tx, &draws).await?;
+            Ok(CreditOutcome::Spent(SpendView {
+                spend_id: movement.movement_id,
+                customer_email: customer_email.clone(),
+                credits: *credits,
+                reference: Some(reference.clone()),
+                metadata: metadata.clone(),
+                hold_id: None,
+                lots: draws,
+                balance_after: account.balance(),
+                available_after: account.available(),
+                created_at: now,
+            }))
+        }
+        CreditRequest::Hold {
+            customer_email,
+            credits,
+            reference,
+            metadata,
+            expires_in_ms,
+        } => {
+            let mut account = Account::open(tx, customer_email, packages, now).await?;
+            let available = account.available();
+            if account.balance() <= 0 || *credits > available {
+                return Ok(account.insufficient(available));
+            }
+            let hold_id = random("hold")?;
+            let expires_at = now.saturating_add(*expires_in_ms);
+            tx.on()
+                .execute(
+                    sql(
+                        "INSERT INTO credit_holds (hold_id, customer_email, credits, reference, \
+                         metadata, status, expires_at, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, 'active', $6, $7)",
+                    )
+                    .bind(hold_id.as_str())
+                    .bind(customer_email.as_str())
+                    .bind(*credits)
+                    .bind(reference.as_str())
+                    .bind(metadata_text(metadata.as_ref()))
+                    .bind(expires_at)
+                    .bind(now),
+                )
+                .await?;
+            account.held += credits;
+            let row = read_hold(tx, &hold_id).await?.ok_or_else(hold_gone)?;
+            Ok(CreditOutcome::Held(hold_view(row, &account)?))
+        }
+        CreditRequest::Capture { hold_id, credits } => {
+            let Some(row) = read_hold(tx, hold_id).await? else {
+                return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
+            };
+            let email = row.1.clone();
+            let mut account = Account::open(tx, &email, packages, now).await?;
+            // Read again under the customer's lock: the answer of a concurrent release or of
+            // the expiry stands.
+            let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
+            let (held, status) = (row.2, row.5.clone());
+            if status != HoldStatus::Active.as_str() {
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+            }
+            let take = credits.unwrap_or(held);
+            if take > held {
+                return Ok(CreditOutcome::OverCapture(hold_view(row, &account)?));
+            }
+            // The hold's own credits are what it may take.
+            let available = (account.balance() - (account.held - held)).max(0);
+            let Some(draws) = account.draw(take, available, now) else {
+                return Ok(account.insufficient(account.available()));
+            };
+            let movement = Movement {
+                movement_id: random("sp")?,
+                kind: "spend",
+                delta: -take,
+                reference: Some(&row.3),
+                metadata: row.4.clone(),
+                hold_id: Some(hold_id),
+                key: Some(key.as_str()),
+                ..Movement::new(&email, now)
+            };
+            movement.write(tx, &draws).await?;
+            tx.on()
+                .execute(
+                    sql(
+                        "UPDATE credit_holds SET status = 'captured', captured = $2, \
+                         spend_id = $3, settled_at = $4 WHERE hold_id = $1",
+                    )
+                    .bind(hold_id.as_str())
+                    .bind(take)
+                    .bind(movement.movement_id.as_str())
+                    .bind(now),
+                )
+                .await?;
+            account.held -= held;
+            let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
+            let hold = hold_view(row, &account)?;
+            Ok(CreditOutcome::Captured {
+                spend: SpendView {
+                    spend_id: movement.movement_id,
+                    customer_email: email.clone(),
+                    credits: take,
+                    reference: Some(hold.reference.clone()),
+                    metadata: hold.metadata.clone(),
+                    hold_id: Some(hold_id.clone()),
+                    lots: draws,
+                    balance_after: account.balance(),
+                    available_after: account.available(),
+                    created_at: now,
+                },
+                hold,
+            })
+        }
+        CreditRequest::Release { hold_id } => {
+            let Some(row) = read_hold(tx, hold_id).await? else {
+                return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
+            };
+            let email = row.1.clone();
+            let mut account = Account::open(tx, &email, packages, now).await?;
+            let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
+            if row.5 != HoldStatus::Active.as_str() {
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+            }
+            tx.on()
+                .execute(
+                    sql(
+                        "UPDATE credit_holds SET status = 'released', settled_at = $2 \
+                         WHERE hold_id = $1",
+                    )
+                    .bind(hold_id.as_str())
+                    .bind(now),
+                )
+                .await?;
+            account.held -= row.2;
+            let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
+            Ok(CreditOutcome::Released(hold_view(row, &account)?))
+        }
+        CreditRequest::Adjust {
+            customer_email,
+            credits,
+            reason,
+            actor,
+            lasts_ms,
+        } => {
+            let mut account = Account::open(tx, customer_email, packages, now).await?;
+            let adjustment_id = random("adj")?;
+            let mut movement = Movement {
+                movement_id: adjustment_id.clone(),
+                kind: "adjust",
+                delta: *credits,
+                actor: Some(actor),
+                reason: Some(reason),
+                key: Some(key.as_str()),
+                ..Movement::new(customer_email, now)
+            };
+            let (lot_id, draws, expires_at) = if *credits > 0 {
+                let lot_id = format!("adjust:{adjustment_id}");
+                let expires_at = lasts_ms.map(|ms| now.saturating_add(ms));
+                tx.on()
+                    .execute(
+                        sql("INSERT INTO credit_lots \
+                             (lot_id, customer_email, credits, expires_at, created_at) \
+                             VALUES ($1, $2, $3, $4, $5)")
+                        .bind(lot_id.as_str())
+                        .bind(customer_email.as_str())
+                        .bind(*credits)
+                        .bind(expires_at)
+                        .bind(now),
+                    )
+                    .await?;
+                account.lots.push(Lot {
+                    lot_id: lot_id.clone(),
+                    order_id: None,
+                    expires_at,
+                    expired: false,
+                    created_at: now,
+                    granted: *credits,
+                    drawn: 0,
+                });
+                (Some(lot_id), Vec::new(), expires_at)
+            } else {
+                // A correction takes back only what is available: the balance never goes
+                // below zero but through a refund or dispute.
+                let available = account.available();
+                let Some(draws) = account.draw(-credits, available, now) else {
+                    return Ok(account.insufficient(available));
+                };
+                (None, draws, None)
+            };
+            movement.lot_id = lot_id.as_deref();
+            movement.write(tx, &draws).await?;
+            Ok(CreditOutcome::Adjusted(AdjustmentView {
+                adjustment_id,
+                customer_email: customer_email.clone(),
+                credits: *credits,
+                reason: reason.clone(),
+                actor: actor.clone(),
+                lot_id: lot_id.clone(),
+                lots: draws,
+                expires_at,
+                balance_after: account.balance(),
+                available_after: account.available(),
+                created_at: now,
+            }))
+        }
+    }
+}
+
+/// A hold read inside the transaction that holds its customer's lock cannot vanish.
+fn hold_gone() -> StoreError {
+    StoreError::Missing("a hold read in this transaction".to_owned())
+}

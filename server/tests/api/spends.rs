@@ -1,0 +1,829 @@
+//! Spending credits through the spend API: never below zero, never twice, every change in
+//! the ledger; holds that resolve once; lots that expire; refunds that leave credits owed.
+
+use std::time::Duration;
+
+use claimcheck_core::now_ms;
+use claimcheck_core::spending::{CreditRequest, IdempotencyKey, KeyScope, Keyed};
+use claimcheck_core::token::NewToken;
+use claimcheck_core::worker::{Worker, WorkerConfig};
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, on_both_backends, spawn_app_with};
+
+on_both_backends!(
+    backend =>
+    three_credits_and_ten_spends_of_three_make_one_spend,
+    ten_requests_under_one_key_make_one_spend,
+    an_answer_is_replayed_byte_for_byte_and_a_key_serves_one_request,
+    bad_spend_requests_get_clear_errors_and_write_nothing,
+    a_hold_is_captured_or_released_once,
+    holds_past_their_expiry_are_released_once_by_any_number_of_instances,
+    spends_draw_the_soonest_to_expire_lot_first_and_lots_expire_once,
+    a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops,
+    the_ledger_pages_every_change_and_sums_to_the_balance,
+    support_adjusts_a_balance_once_per_key,
+);
+
+/// Packages of the tests: one whose credits last 30 days, one whose credits never expire.
+const PACKAGES: &str = "month-10=10:1000:chf:30d,forever-40=40:4900:chf";
+const DAY_MS: i64 = 86_400_000;
+
+struct Shop {
+    app: TestApp,
+    token: String,
+}
+
+async fn shop(backend: Backend) -> Shop {
+    let app = spawn_app_with(backend, |config| {
+        config.worker.packages = PACKAGES.parse().unwrap();
+    })
+    .await;
+    let token = NewToken::generate().unwrap();
+    app.store
+        .tokens()
+        .insert(&token, "test shop", now_ms())
+        .await
+        .unwrap();
+    Shop {
+        app,
+        token: token.token,
+    }
+}
+
+/// The customer every test spends for.
+const EMAIL: &str = "mia@example.ch";
+
+impl Shop {
+    /// Delivers a paid Checkout Session for `order` of `package` (or of `credits`) and
+    /// fulfils it.
+    async fn unlock(&self, order: &str, package: Option<&str>, credits: Option<i64>) {
+        let mut metadata = json!({ "order_id": order });
+        if let Some(package) = package {
+            metadata["package"] = json!(package);
+        }
+        if let Some(credits) = credits {
+            metadata["credits"] = json!(credits.to_string());
+        }
+        let event = json!({
+            "id": format!("evt_{order}"),
+            "object": "event",
+            "type": "checkout.session.completed",
+            "created": now_ms() / 1000,
+            "livemode": false,
+            "data": { "object": {
+                "id": format!("cs_{order}"),
+                "object": "checkout.session",
+                "payment_status": "paid",
+                "payment_intent": format!("pi_{order}"),
+                "amount_total": 4900,
+                "currency": "chf",
+                "customer_details": { "email": EMAIL },
+                "metadata": metadata,
+            }},
+        });
+        self.deliver(&event).await;
+    }
+
+    async fn deliver(&self, event: &Value) {
+        let response = self.app.deliver(&serde_json::to_vec(event).unwrap()).await;
+        assert_eq!(response.status(), 200, "{event}");
+        self.settle().await;
+    }
+
+    /// Works until every claim is processed, for at most ten seconds.
+    async fn settle(&self) {
+        let worker = Worker::new(
+            self.app.store.clone(),
+            "spend-worker",
+            WorkerConfig {
+                base_backoff: Duration::from_millis(5),
+                packages: PACKAGES.parse().unwrap(),
+                ..WorkerConfig::default()
+            },
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            while !worker.run_once().await.unwrap().is_empty() {}
+            let open = self
+                .app
+                .db
+                .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
+                .await;
+            if open == 0 {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "claims left: {open}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn post(&self, path: &str, key: Option<&str>, body: &Value) -> reqwest::Response {
+        let mut request = self
+            .app
+            .client
+            .post(self.app.url(path))
+            .bearer_auth(&self.token)
+            .json(body);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send().await.unwrap()
+    }
+
+    async fn spend(&self, key: &str, credits: i64) -> (u16, Value) {
+        let response = self
+            .post(
+                &format!("/api/customers/{EMAIL}/spends"),
+                Some(key),
+                &json!({ "credits": credits, "reference": format!("run-{key}") }),
+            )
+            .await;
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let response = self
+            .app
+            .client
+            .get(self.app.url(path))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        response.json().await.unwrap()
+    }
+
+    async fn balance(&self) -> Value {
+        self.get(&format!("/api/customers/{EMAIL}/balance")).await
+    }
+
+    async fn spends_written(&self) -> i64 {
+        self.app
+            .db
+            .count("SELECT COUNT(*) FROM credit_movements WHERE kind = 'spend'")
+            .await
+    }
+
+    /// The sum of every ledger row, read through the API page by page.
+    async fn ledger_sum(&self) -> i64 {
+        let mut sum = 0;
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .get(&format!("/api/customers/{EMAIL}/ledger?cursor={cursor}"))
+                .await;
+            sum += page["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["delta"].as_i64().unwrap())
+                .sum::<i64>();
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = next.to_owned(),
+                None => return sum,
+            }
+        }
+    }
+}
+
+async fn three_credits_and_ten_spends_of_three_make_one_spend(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_three", None, Some(3)).await;
+    let spends = (0..10).map(|i| {
+        let shop = &shop;
+        async move { shop.spend(&format!("k{i}"), 3).await }
+    });
+    let answers = futures::future::join_all(spends).await;
+    let made: Vec<_> = answers.iter().filter(|(s, _)| *s == 201).collect();
+    assert_eq!(made.len(), 1, "{answers:?}");
+    assert_eq!(made[0].1["balance_after"], 0);
+    for (status, body) in answers.iter().filter(|(s, _)| *s != 201) {
+        assert_eq!(*status, 409, "{body}");
+        assert_eq!(body["error"], "insufficient_credits");
+        assert_eq!(body["available"], 0);
+    }
+    assert_eq!(shop.spends_written().await, 1);
+    let balance = shop.balance().await;
+    assert_eq!(balance["balance"], 0);
+    assert_eq!(balance["available"], 0);
+    assert_eq!(shop.ledger_sum().await, 0);
+}
+
+async fn ten_requests_under_one_key_make_one_spend(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_forty", Some("forever-40"), None).await;
+    let requests = (0..10).map(|_| {
+        let shop = &shop;
+        async move {
+            let response = shop
+                .post(
+                    &format!("/api/customers/{EMAIL}/spends"),
+                    Some("one-key"),
+                    &json!({ "credits": 3, "reference": "run-1" }),
+                )
+                .await;
+            let replayed = response.headers().contains_key("idempotent-replayed");
+            (
+                response.status().as_u16(),
+                replayed,
+                response.text().await.unwrap(),
+            )
+        }
+    });
+    let answers = futures::future::join_all(requests).await;
+    assert_eq!(shop.spends_written().await, 1);
+    let first = answers.iter().find(|(_, replayed, _)| !replayed).unwrap();
+    assert_eq!(first.0, 201);
+    for (status, replayed, body) in &answers {
+        // A request that met the first one running waits for it or is told to retry.
+        if *status == 409 {
+            assert!(body.contains("idempotency_key_in_use"), "{body}");
+            continue;
+        }
+        assert_eq!(*status, 201);
+        assert_eq!(body, &first.2, "replayed: {replayed}");
+    }
+    assert_eq!(
+        answers.iter().filter(|(_, replayed, _)| !replayed).count(),
+        1
+    );
+    assert_eq!(shop.balance().await["balance"], 37);
+}
+
+async fn an_answer_is_replayed_byte_for_byte_and_a_key_serves_one_request(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_replay", Some("forever-40"), None).await;
+    let path = format!("/api/customers/{EMAIL}/spends");
+    let body = json!({ "credits": 5, "reference": "run-8812", "metadata": { "thesis": "t-1", "pages": 80 } });
+    let first = shop.post(&path, Some("run-8812"), &body).await;
+    assert_eq!(first.status(), 201);
+    assert!(!first.headers().contains_key("idempotent-replayed"));
+    let first_body = first.text().await.unwrap();
+    let spend: Value = serde_json::from_str(&first_body).unwrap();
+    assert!(spend["spend_id"].as_str().unwrap().starts_with("sp_"));
+    assert_eq!(spend["credits"], 5);
+    assert_eq!(spend["balance_after"], 35);
+    assert_eq!(spend["available_after"], 35);
+    assert_eq!(
+        spend["lots"],
+        json!([{ "lot_id": "order:ord_replay", "credits": 5 }])
+    );
+    assert_eq!(spend["metadata"]["pages"], 80);
+
+    // The same request again, its metadata's keys in another order: the first answer.
+    let again = shop
+        .post(
+            &path,
+            Some("run-8812"),
+            &json!({ "reference": "run-8812", "metadata": { "pages": 80, "thesis": "t-1" }, "credits": 5 }),
+        )
+        .await;
+    assert_eq!(again.status(), 201);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.text().await.unwrap(), first_body);
+
+    // Another request under the key.
+    let reused = shop
+        .post(
+            &path,
+            Some("run-8812"),
+            &json!({ "credits": 6, "reference": "run-8812" }),
+        )
+        .await;
+    assert_eq!(reused.status(), 422);
+    let reused: Value = reused.json().await.unwrap();
+    assert_eq!(reused["error"], "idempotency_key_reused");
+    assert_eq!(shop.spends_written().await, 1);
+
+    // A refusal is an answer too: kept under its key even once credits came.
+    let refused = shop.spend("too-much", 100).await;
+    assert_eq!(refused.0, 409);
+    assert_eq!(refused.1["balance"], 35);
+    shop.unlock("ord_more", Some("forever-40"), None).await;
+    shop.unlock("ord_more2", Some("forever-40"), None).await;
+    let still = shop.spend("too-much", 100).await;
+    assert_eq!(still, refused);
+    assert_eq!(shop.spend("too-much-2", 100).await.0, 201);
+    assert_eq!(shop.balance().await["balance"], 15);
+}
+
+async fn bad_spend_requests_get_clear_errors_and_write_nothing(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_bad", Some("forever-40"), None).await;
+    let path = format!("/api/customers/{EMAIL}/spends");
+    let spend = json!({ "credits": 1, "reference": "r" });
+    for (path, key, body, status, code) in [
+        (
+            path.as_str(),
+            None,
+            spend.clone(),
+            400,
+            "idempotency_key_missing",
+        ),
+        (
+            path.as_str(),
+            Some("ключ"),
+            spend.clone(),
+            400,
+            "invalid_request",
+        ),
+        (
+            path.as_str(),
+            Some("k1"),
+            json!({ "credits": 0, "reference": "r" }),
+            422,
+            "invalid_request",
+        ),
+        (
+            path.as_str(),
+            Some("k2"),
+            json!({ "credits": -4, "reference": "r" }),
+            422,
+            "invalid_request",
+        ),
+        (
+            path.as_str(),
+            Some("k3"),
+            json!({ "credits": 1, "reference": "" }),
+            422,
+            "invalid_request",
+        ),
+        (
+            path.as_str(),
+            Some("k4"),
+            json!({ "credits": 1, "reference": "r", "metadata": "x" }),
+            422,
+            "invalid_request",
+        ),
+        (
+            path.as_str(),
+            Some("k5"),
+            json!({ "credits": 1, "reference": "r", "metadata": { "x": "y".repeat(5000) } }),
+            422,
+            "invalid_request",
+        ),
+        (
+            path.as_str(),
+            Some("k6"),
+            json!({ "credits": "1", "reference": "r" }),
+            400,
+            "bad_request",
+        ),
+        (
+            path.as_str(),
+            Some("k7"),
+            json!({ "credits": 1, "reference": "r", "extra": 1 }),
+            400,
+            "bad_request",
+        ),
+        (
+            "/api/customers/nobody/spends",
+            Some("k8"),
+            spend.clone(),
+            422,
+            "invalid_request",
+        ),
+        (
+            &format!("/api/customers/{EMAIL}/holds"),
+            Some("k9"),
+            json!({ "credits": 1, "reference": "r", "expires_in": "25h" }),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/api/holds/not-a-hold/capture",
+            Some("k10"),
+            json!({}),
+            422,
+            "invalid_request",
+        ),
+        (
+            "/api/holds/hold_00ff/capture",
+            Some("k11"),
+            json!({}),
+            404,
+            "not_found",
+        ),
+    ] {
+        let response = shop.post(path, key, &body).await;
+        assert_eq!(response.status(), status, "{path} {body}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"], code, "{path} {body}");
+        assert!(!answer["message"].as_str().unwrap().is_empty());
+    }
+    // Without a token, nothing at all.
+    let anonymous = shop
+        .app
+        .client
+        .post(shop.app.url(&path))
+        .header("Idempotency-Key", "k12")
+        .json(&spend)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(shop.spends_written().await, 0);
+    assert_eq!(shop.balance().await["balance"], 40);
+}
+
+async fn a_hold_is_captured_or_released_once(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_hold", Some("forever-40"), None).await;
+    let holds = format!("/api/customers/{EMAIL}/holds");
+    let response = shop
+        .post(
+            &holds,
+            Some("h1"),
+            &json!({ "credits": 10, "reference": "check-1" }),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let hold: Value = response.json().await.unwrap();
+    let hold_id = hold["hold_id"].as_str().unwrap().to_owned();
+    assert_eq!(hold["status"], "active");
+    assert_eq!(hold["available_after"], 30);
+    let expires_in = hold["expires_at"].as_i64().unwrap() - hold["created_at"].as_i64().unwrap();
+    assert_eq!(expires_in, 15 * 60 * 1000, "15 minutes by default");
+    let balance = shop.balance().await;
+    assert_eq!(
+        (
+            balance["balance"].as_i64(),
+            balance["held"].as_i64(),
+            balance["available"].as_i64()
+        ),
+        (Some(40), Some(10), Some(30))
+    );
+
+    // More than is available cannot be held or spent while the hold stands.
+    assert_eq!(shop.spend("s31", 31).await.0, 409);
+
+    // Capture 4 of the 10: a spend of 4, the rest released.
+    let capture = format!("/api/holds/{hold_id}/capture");
+    let response = shop
+        .post(&capture, Some("c1"), &json!({ "credits": 4 }))
+        .await;
+    assert_eq!(response.status(), 200);
+    let captured: Value = response.json().await.unwrap();
+    assert_eq!(captured["hold"]["status"], "captured");
+    assert_eq!(captured["hold"]["captured"], 4);
+    assert_eq!(captured["spend"]["credits"], 4);
+    assert_eq!(captured["spend"]["hold_id"], hold_id.as_str());
+    assert_eq!(captured["spend"]["balance_after"], 36);
+    assert_eq!(captured["spend"]["available_after"], 36);
+
+    // Settled: a second capture or a release under new keys is refused with the hold.
+    for (path, key) in [
+        (capture.clone(), "c2"),
+        (format!("/api/holds/{hold_id}/release"), "r1"),
+    ] {
+        let response = shop.post(&path, Some(key), &json!({})).await;
+        assert_eq!(response.status(), 409);
+        let refused: Value = response.json().await.unwrap();
+        assert_eq!(refused["error"], "hold_settled");
+        assert_eq!(refused["hold"]["status"], "captured");
+    }
+    assert_eq!(shop.spends_written().await, 1);
+
+    // A hold released, then captured: 409, nothing spent.
+    let second: Value = shop
+        .post(
+            &holds,
+            Some("h2"),
+            &json!({ "credits": 6, "reference": "check-2", "expires_in": "2h" }),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let second_id = second["hold_id"].as_str().unwrap();
+    assert_eq!(second["available_after"], 30);
+    let release = shop
+        .post(
+            &format!("/api/holds/{second_id}/release"),
+            Some("r2"),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(release.status(), 200);
+    let released: Value = release.json().await.unwrap();
+    assert_eq!(released["status"], "released");
+    assert_eq!(released["available_after"], 36);
+    let late = shop
+        .post(
+            &format!("/api/holds/{second_id}/capture"),
+            Some("c3"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(late.status(), 409);
+    // Capturing more than is held is refused.
+    let third: Value = shop
+        .post(
+            &holds,
+            Some("h3"),
+            &json!({ "credits": 2, "reference": "check-3" }),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let over = shop
+        .post(
+            &format!("/api/holds/{}/capture", third["hold_id"].as_str().unwrap()),
+            Some("c4"),
+            &json!({ "credits": 3 }),
+        )
+        .await;
+    assert_eq!(over.status(), 422);
+    assert_eq!(shop.spends_written().await, 1);
+    assert_eq!(shop.ledger_sum().await, 36);
+}
+
+async fn holds_past_their_expiry_are_released_once_by_any_number_of_instances(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_expiry", Some("forever-40"), None).await;
+    let holds = format!("/api/customers/{EMAIL}/holds");
+    for i in 0..5 {
+        let response = shop
+            .post(
+                &holds,
+                Some(&format!("h{i}")),
+                &json!({ "credits": 2, "reference": format!("check-{i}"), "expires_in": "1s" }),
+            )
+            .await;
+        assert_eq!(response.status(), 201);
+    }
+    assert_eq!(shop.balance().await["available"], 30);
+    let later = now_ms() + 2_000;
+    let packages = PACKAGES.parse().unwrap();
+    // Three instances' upkeep at the same moment.
+    let runs = (0..3).map(|_| shop.app.store.credits().expire_due(&packages, later, 500));
+    let expired: u64 = futures::future::join_all(runs)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().0)
+        .sum();
+    assert_eq!(expired, 5);
+    assert_eq!(
+        shop.app
+            .db
+            .count("SELECT COUNT(*) FROM credit_holds WHERE status = 'expired'")
+            .await,
+        5
+    );
+    // A request after the expiry sees the credits free again, even before any upkeep.
+    let response = shop
+        .post(
+            &holds,
+            Some("late"),
+            &json!({ "credits": 40, "reference": "all", "expires_in": "1s" }),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(shop.balance().await["available"], 40);
+}
+
+async fn spends_draw_the_soonest_to_expire_lot_first_and_lots_expire_once(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_forever", Some("forever-40"), None).await;
+    shop.unlock("ord_month", Some("month-10"), None).await;
+    let balance = shop.balance().await;
+    assert_eq!(balance["balance"], 50);
+    let expiring = &balance["expiring"];
+    assert_eq!(expiring["credits"], 10);
+    let unlocked = balance["lots"][0]["created_at"].as_i64().unwrap();
+    assert_eq!(expiring["at"].as_i64().unwrap() - unlocked, 30 * DAY_MS);
+    assert_eq!(balance["lots"][0]["lot_id"], "order:ord_month");
+
+    // 12 credits: the month's 10 first, then 2 of the lot that never expires.
+    let (status, spend) = shop.spend("s12", 12).await;
+    assert_eq!(status, 201);
+    assert_eq!(
+        spend["lots"],
+        json!([
+            { "lot_id": "order:ord_month", "credits": 10 },
+            { "lot_id": "order:ord_forever", "credits": 2 },
+        ])
+    );
+
+    // A second month lot, half spent, then past its 30 days: the rest expires, once.
+    shop.unlock("ord_month2", Some("month-10"), None).await;
+    assert_eq!(
+        shop.spend("s4", 4).await.1["lots"][0]["lot_id"],
+        "order:ord_month2"
+    );
+    let packages = PACKAGES.parse().unwrap();
+    let later = now_ms() + 31 * DAY_MS;
+    let runs = (0..2).map(|_| shop.app.store.credits().expire_due(&packages, later, 500));
+    let lots: u64 = futures::future::join_all(runs)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().1)
+        .sum();
+    assert_eq!(lots, 2, "both month lots, each once");
+    let rows = shop
+        .app
+        .db
+        .texts("SELECT lot_id || ' ' || CAST(delta AS TEXT) FROM credit_movements WHERE kind = 'expire' ORDER BY lot_id")
+        .await;
+    assert_eq!(
+        rows,
+        vec!["order:ord_month2 -6".to_owned()],
+        "the used-up lot writes no row"
+    );
+    let view = shop
+        .app
+        .store
+        .credits()
+        .balance(EMAIL, &packages, later)
+        .await
+        .unwrap();
+    assert_eq!(view.balance, 38);
+    assert_eq!(view.expiring, None);
+    assert_eq!(shop.ledger_sum().await, 38);
+}
+
+async fn a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_refund", Some("forever-40"), None).await;
+    assert_eq!(shop.spend("half", 20).await.0, 201);
+    let refund = json!({
+        "id": "evt_ord_refund_refunded",
+        "object": "event",
+        "type": "charge.refunded",
+        "created": now_ms() / 1000,
+        "livemode": false,
+        "data": { "object": {
+            "id": "ch_ord_refund",
+            "object": "charge",
+            "amount": 4900,
+            "amount_refunded": 4900,
+            "refunded": true,
+            "currency": "chf",
+            "payment_intent": "pi_ord_refund",
+        }},
+    });
+    shop.deliver(&refund).await;
+    let balance = shop.balance().await;
+    assert_eq!(balance["balance"], -20);
+    assert_eq!(balance["owed"], 20);
+    assert_eq!(balance["available"], 0);
+    assert_eq!(balance["lots"][0]["remaining"], -20);
+    let (status, refused) = shop.spend("after-refund", 1).await;
+    assert_eq!(status, 409);
+    assert_eq!(refused["error"], "insufficient_credits");
+    // New credits first pay back what is owed.
+    shop.unlock("ord_after", None, Some(25)).await;
+    let balance = shop.balance().await;
+    assert_eq!(
+        (balance["balance"].as_i64(), balance["owed"].as_i64()),
+        (Some(5), Some(0))
+    );
+    assert_eq!(shop.spend("six", 6).await.0, 409);
+    assert_eq!(shop.spend("five", 5).await.0, 201);
+    assert_eq!(shop.ledger_sum().await, 0);
+}
+
+async fn the_ledger_pages_every_change_and_sums_to_the_balance(backend: Backend) {
+    let shop = shop(backend).await;
+    for order in ["ord_l1", "ord_l2", "ord_l3", "ord_l4"] {
+        shop.unlock(order, Some("forever-40"), None).await;
+    }
+    for i in 0..130 {
+        assert_eq!(shop.spend(&format!("l{i}"), 1).await.0, 201);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = shop
+            .get(&format!("/api/customers/{EMAIL}/ledger?cursor={cursor}"))
+            .await;
+        for row in page["rows"].as_array().unwrap() {
+            seen.push(row.clone());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 134);
+    let spends: Vec<_> = seen.iter().filter(|r| r["kind"] == "spend").collect();
+    assert_eq!(spends.len(), 130);
+    assert!(spends.iter().all(|r| r["cause"] == "spend" && r["movement_id"].as_str().unwrap().starts_with("sp_")));
+    let mut ids: Vec<_> = spends
+        .iter()
+        .map(|r| r["movement_id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 130, "no row twice across pages");
+    let unlocks: Vec<_> = seen.iter().filter(|r| r["kind"] == "unlock").collect();
+    assert_eq!(unlocks.len(), 4);
+    assert!(unlocks.iter().all(|r| r["cause"] == "order"));
+    let sum: i64 = seen.iter().map(|r| r["delta"].as_i64().unwrap()).sum();
+    assert_eq!(sum, 160 - 130);
+    assert_eq!(shop.balance().await["balance"], sum);
+    let bad = shop
+        .app
+        .client
+        .get(
+            shop.app
+                .url(&format!("/api/customers/{EMAIL}/ledger?cursor=nonsense")),
+        )
+        .bearer_auth(&shop.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+}
+
+async fn support_adjusts_a_balance_once_per_key(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_adj", None, Some(5)).await;
+    let store = shop.app.store.credits();
+    let packages = PACKAGES.parse().unwrap();
+    let goodwill = CreditRequest::adjust(
+        EMAIL,
+        10,
+        "thesis check failed twice",
+        "cli:anna",
+        Some(90 * DAY_MS),
+    )
+    .unwrap();
+    let key = IdempotencyKey::parse("adjust-1").unwrap();
+    let render = answer_of;
+    let first = store
+        .apply(KeyScope::Cli, &key, &goodwill, &packages, now_ms(), render)
+        .await
+        .unwrap();
+    let again = store
+        .apply(KeyScope::Cli, &key, &goodwill, &packages, now_ms(), render)
+        .await
+        .unwrap();
+    let Keyed::Fresh(answer) = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(again, Keyed::Replayed(answer));
+    assert_eq!(shop.balance().await["balance"], 15);
+    // A correction takes back only what is there.
+    let too_much = CreditRequest::adjust(EMAIL, -16, "wrong grant", "cli:anna", None).unwrap();
+    let refused = store
+        .apply(
+            KeyScope::Cli,
+            &IdempotencyKey::parse("adjust-2").unwrap(),
+            &too_much,
+            &packages,
+            now_ms(),
+            render,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&refused, Keyed::Fresh(a) if a.status == 409),
+        "{refused:?}"
+    );
+    let fix = CreditRequest::adjust(EMAIL, -15, "wrong grant", "cli:anna", None).unwrap();
+    store
+        .apply(
+            KeyScope::Cli,
+            &IdempotencyKey::parse("adjust-3").unwrap(),
+            &fix,
+            &packages,
+            now_ms(),
+            render,
+        )
+        .await
+        .unwrap();
+    assert_eq!(shop.balance().await["balance"], 0);
+    let page = shop.get(&format!("/api/customers/{EMAIL}/ledger")).await;
+    let adjustments: Vec<_> = page["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["cause"] == "adjustment")
+        .collect();
+    assert_eq!(adjustments.len(), 2);
+    assert!(adjustments.iter().all(|r| r["actor"] == "cli:anna"));
+}
+
+/// An answer for the store to keep: the outcome's status and its debug text (the store
+/// replays whatever it was given).
+fn answer_of(
+    outcome: &claimcheck_core::spending::CreditOutcome,
+) -> claimcheck_core::spending::Answer {
+    use claimcheck_core::spending::CreditOutcome;
+    let status = match outcome {
+        CreditOutcome::Insufficient { .. } | CreditOutcome::HoldSettled(_) => 409,
+        CreditOutcome::NoSuchHold(_) => 404,
+        CreditOutcome::OverCapture(_) => 422,
+        CreditOutcome::Captured { .. } | CreditOutcome::Released(_) => 200,
+        _ => 201,
+    };
+    claimcheck_core::spending::Answer {
+        status,
+        body: format!("{outcome:?}"),
+    }
+}
