@@ -15,7 +15,7 @@ mod orders_csv;
 mod redirect;
 mod request_log;
 mod search;
-mod spends;
+pub(crate) mod spends;
 mod throttle;
 mod two_factor;
 mod webhook;

@@ -50,7 +50,7 @@ pub(crate) struct ApiError {
     code: &'static str,
     message: String,
     /// The order the error is about, when the caller needs it to go on.
-    order: Option<OrderSummary>,
+    order: Option<Box<OrderSummary>>,
 }
 
 impl ApiError {
@@ -121,7 +121,7 @@ impl From<PaymentError> for ApiError {
             }
             // Nothing is left to pay: the shop shows the order as it is, never a new session.
             PaymentError::Settled(order) => ApiError {
-                order: Some(OrderSummary::from(*order)),
+                order: Some(Box::new(OrderSummary::from(*order))),
                 ..ApiError::new(StatusCode::CONFLICT, "order_settled", message)
             },
             PaymentError::NotRefundable { .. }

@@ -23,6 +23,7 @@ on_both_backends!(
     a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops,
     the_ledger_pages_every_change_and_sums_to_the_balance,
     support_adjusts_a_balance_once_per_key,
+    support_moves_credits_from_the_command_line_once_per_key,
 );
 
 /// Packages of the tests: one whose credits last 30 days, one whose credits never expire.
@@ -826,4 +827,329 @@ fn answer_of(
         status,
         body: format!("{outcome:?}"),
     }
+}
+
+async fn cli(shop: &Shop, args: &[&str]) -> (i32, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(args)
+        .env("DATABASE_URL", shop.app.db.url())
+        .env("CLAIMCHECK_PACKAGES", PACKAGES)
+        .env("RUST_LOG", "warn")
+        .env("USER", "support-sam")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn support_moves_credits_from_the_command_line_once_per_key(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_cli", Some("month-10"), None).await;
+    // Goodwill, twice under one key: once.
+    for _ in 0..2 {
+        let (code, out, err) = cli(
+            &shop,
+            &[
+                "customers",
+                "adjust",
+                EMAIL,
+                "--credits",
+                "5",
+                "--reason",
+                "sorry for the outage",
+                "--key",
+                "gw-1",
+            ],
+        )
+        .await;
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("adjusted by 5 credits"), "{out}");
+    }
+    let (code, out, err) = cli(
+        &shop,
+        &[
+            "customers",
+            "spend",
+            EMAIL,
+            "--credits",
+            "3",
+            "--reference",
+            "run-1",
+            "--key",
+            "s-1",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let spend: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(spend["balance_after"], 12);
+    assert_eq!(
+        spend["lots"][0]["lot_id"], "order:ord_cli",
+        "the expiring lot first"
+    );
+
+    let (code, out, err) = cli(
+        &shop,
+        &[
+            "customers",
+            "hold",
+            EMAIL,
+            "--credits",
+            "4",
+            "--reference",
+            "run-2",
+            "--expires-in",
+            "1h",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let hold: Value = serde_json::from_str(&out).unwrap();
+    let hold_id = hold["hold_id"].as_str().unwrap();
+    assert_eq!(hold["available_after"], 8);
+    let (code, out, err) = cli(&shop, &["customers", "capture", hold_id, "--credits", "1"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("captured 1 credits"), "{out}");
+    let (code, _, err) = cli(&shop, &["customers", "release", hold_id]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("captured already"), "{err}");
+
+    // Refusals are clear and change nothing.
+    let (code, _, err) = cli(
+        &shop,
+        &[
+            "customers",
+            "spend",
+            EMAIL,
+            "--credits",
+            "50",
+            "--reference",
+            "big",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(err.contains("11 credits are available"), "{err}");
+    let (code, _, err) = cli(
+        &shop,
+        &[
+            "customers",
+            "adjust",
+            EMAIL,
+            "--credits",
+            "-2",
+            "--reason",
+            "fix",
+            "--key",
+            "gw-1",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(err.contains("used for another change"), "{err}");
+
+    let (code, out, err) = cli(&shop, &["customers", "show", EMAIL]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("available 11") && out.contains("order:ord_cli"),
+        "{out}"
+    );
+    let (code, out, err) = cli(&shop, &["customers", "ledger", EMAIL, "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let page: Value = serde_json::from_str(&out).unwrap();
+    let rows = page["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "unlock, adjustment, spend, capture: {page}");
+    let adjustment = rows.iter().find(|r| r["kind"] == "adjust").unwrap();
+    assert_eq!(adjustment["actor"], "cli:support-sam");
+    assert_eq!(adjustment["reason"], "sorry for the outage");
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["delta"].as_i64().unwrap())
+            .sum::<i64>(),
+        11
+    );
+}
+
+/// An API token in `db` (migrated first), for a server process of its own.
+async fn token_in(db: &crate::helpers::TestDb) -> String {
+    let store = claimcheck_core::Store::connect(
+        &db.url().parse().unwrap(),
+        &claimcheck_core::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let token = NewToken::generate().unwrap();
+    store
+        .tokens()
+        .insert(&token, "drill", now_ms())
+        .await
+        .unwrap();
+    store.close().await;
+    token.token
+}
+
+/// A spend of `credits` for the fixtures' customer through the server at `addr`.
+async fn spend_at(addr: &str, token: &str, key: &str, credits: i64) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!(
+            "http://{addr}/api/customers/student1@example.ch/spends"
+        ))
+        .bearer_auth(token)
+        .header("Idempotency-Key", key)
+        .json(&json!({ "credits": credits, "reference": key }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A paid session of the fixtures' customer for order `i` (40 credits).
+fn paid(i: usize) -> Vec<u8> {
+    String::from_utf8(crate::helpers::fixture("checkout.session.completed.paid"))
+        .unwrap()
+        .replace("evt_pub0001paid", &format!("evt_spend{i}"))
+        .replace(
+            "cs_test_pub0001a1YS1URlnyQCN5fUUduORoQ7Pw41PJ",
+            &format!("cs_spend{i}"),
+        )
+        .replace("ord_pub_0001", &format!("ord_spend{i}"))
+        .replace("pi_pub00013Mxc9vLkdIwHu7ix", &format!("pi_spend{i}"))
+        .into_bytes()
+}
+
+/// A server killed (SIGKILL) while a spend is in flight, inside its transaction; the shop
+/// retries the request with its key on a second instance: one debit, and a success.
+#[cfg(feature = "failpoints")]
+async fn killed_during_a_spend(backend: Backend) {
+    use crate::crash::wait_until;
+    use crate::process::Server;
+
+    let db = crate::helpers::TestDb::create(backend).await;
+    let token = token_in(&db).await;
+    let mut doomed = Server::start(&db, Some("credits.before_commit"));
+    doomed.deliver_body(paid(1)).await;
+    wait_until(
+        &db,
+        "SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'",
+        1,
+    )
+    .await;
+    let addr = doomed.addr.clone();
+    let (in_flight_token, in_flight_addr) = (token.clone(), addr.clone());
+    let in_flight = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!(
+                "http://{in_flight_addr}/api/customers/student1@example.ch/spends"
+            ))
+            .bearer_auth(in_flight_token)
+            .header("Idempotency-Key", "run-77")
+            .json(&json!({ "credits": 7, "reference": "run-77" }))
+            .send()
+            .await
+    });
+    doomed.wait_for("failpoint credits.before_commit reached");
+    doomed.kill();
+    assert!(in_flight.await.unwrap().is_err(), "the shop saw no answer");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM credit_movements").await
+            + db.count("SELECT COUNT(*) FROM credit_requests").await,
+        0,
+        "uncommitted work survived"
+    );
+
+    let survivor = Server::start(&db, None);
+    let retry = spend_at(&survivor.addr, &token, "run-77", 7).await;
+    assert_eq!(retry.status(), 201);
+    assert!(!retry.headers().contains_key("idempotent-replayed"));
+    let again = spend_at(&survivor.addr, &token, "run-77", 7).await;
+    assert_eq!(again.status(), 201);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM credit_movements WHERE kind = 'spend'")
+            .await,
+        1
+    );
+    assert_eq!(
+        db.count("SELECT CAST(SUM(credits) AS BIGINT) FROM credit_draws")
+            .await,
+        7
+    );
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_during_a_spend_sqlite() {
+    killed_during_a_spend(Backend::Sqlite).await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_during_a_spend_postgres() {
+    killed_during_a_spend(Backend::Postgres).await;
+}
+
+/// Two `claimcheck serve` processes on one PostgreSQL database spend for one customer, 32
+/// requests in flight: 80 credits, 200 spends of one → exactly 80 go through, the ledger
+/// sums to the balance, which never went below zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_spend_for_one_customer_at_32_in_flight_on_postgres() {
+    use futures::StreamExt;
+
+    use crate::crash::wait_until;
+    use crate::process::Server;
+
+    let db = crate::helpers::TestDb::create(Backend::Postgres).await;
+    let token = token_in(&db).await;
+    let first = Server::start(&db, None);
+    let second = Server::start(&db, None);
+    first.deliver_body(paid(1)).await;
+    second.deliver_body(paid(2)).await;
+    wait_until(
+        &db,
+        "SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'",
+        2,
+    )
+    .await;
+    let statuses: Vec<u16> = futures::stream::iter(0..200)
+        .map(|i| {
+            let addr = if i % 2 == 0 {
+                &first.addr
+            } else {
+                &second.addr
+            };
+            let token = &token;
+            async move {
+                spend_at(addr, token, &format!("k{i}"), 1)
+                    .await
+                    .status()
+                    .as_u16()
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 80);
+    assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 120);
+    let ledger = db
+        .count(
+            "SELECT CAST((SELECT COALESCE(SUM(delta), 0) FROM credit_ledger) \
+             + (SELECT COALESCE(SUM(delta), 0) FROM credit_movements) AS BIGINT)",
+        )
+        .await;
+    assert_eq!(ledger, 0);
+    // Never below zero: no lot was drawn beyond what it held.
+    assert_eq!(
+        db.count(
+            "SELECT COUNT(*) FROM credit_lots c WHERE \
+             (SELECT SUM(credits) FROM credit_draws d WHERE d.lot_id = c.lot_id) > 40"
+        )
+        .await,
+        0
+    );
 }
