@@ -1,5 +1,6 @@
 //! The one search box: whatever id support staff paste (an order id, an e-mail, an event
-//! id, a Checkout Session, PaymentIntent, charge, refund or dispute id, a customer id) is
+//! id, a Checkout Session, PaymentIntent, charge, refund or dispute id, a customer id, a
+//! spend or hold id, a spend's reference or Idempotency-Key) is
 //! looked up everywhere it can stand, and either names one thing to open or is shown
 //! grouped by kind. What was found, not where the dashboard shows it: the app makes links.
 
@@ -85,6 +86,13 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
         if !customer.orders.is_empty() || !customer.claims.is_empty() {
             results.customer = Some(customer);
         }
+    }
+    // A spend, hold or adjustment id, a reference or an Idempotency-Key of the spend API
+    // names the customer whose credits it moved.
+    if results.customer.is_none()
+        && let Some(email) = store.credits().customer_of(term).await?
+    {
+        results.customer = Some(customer(store, &email, now).await?);
     }
     results.orders = store.orders().find(term, SHOWN_PER_KIND).await?;
     results.events = store.claims().find(term, now, SHOWN_PER_KIND).await?;

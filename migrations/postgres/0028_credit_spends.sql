@@ -42,7 +42,9 @@ CREATE TABLE credit_movements (
     created_at      BIGINT  NOT NULL
 );
 CREATE INDEX credit_movements_customer ON credit_movements (customer_email, created_at);
+-- The search box finds a customer by a spend's reference or Idempotency-Key.
 CREATE INDEX credit_movements_reference ON credit_movements (reference);
+CREATE INDEX credit_movements_key ON credit_movements (idempotency_key);
 
 -- Which lots a movement drew from.
 CREATE TABLE credit_draws (
@@ -71,6 +73,7 @@ CREATE TABLE credit_holds (
     settled_at      BIGINT
 );
 CREATE INDEX credit_holds_customer ON credit_holds (customer_email, status);
+CREATE INDEX credit_holds_reference ON credit_holds (reference);
 CREATE INDEX credit_holds_due ON credit_holds (expires_at) WHERE status = 'active';
 
 -- The answer given under each Idempotency-Key of the spend API, replayed byte for byte.

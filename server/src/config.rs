@@ -172,6 +172,9 @@ pub struct DashboardConfig {
     /// The language of pages for a reader who chose none and whose browser asks for
     /// neither of ours, and of alert messages (which have no reader).
     pub language: claimcheck_core::language::Language,
+    /// The most credits a support operator may add or take back in one adjustment (admins:
+    /// any number).
+    pub support_adjust_limit: i64,
 }
 
 impl DashboardConfig {
@@ -193,6 +196,7 @@ impl Default for DashboardConfig {
             client_address: ClientAddress::default(),
             require_two_factor: Default::default(),
             language: Default::default(),
+            support_adjust_limit: 50,
         }
     }
 }

@@ -6,6 +6,7 @@ mod api;
 mod auth;
 mod bulk_redrive;
 mod claim_actions;
+mod credit_actions;
 mod dashboard;
 mod health;
 mod language;
@@ -53,6 +54,8 @@ pub(crate) struct AppState {
     pub bulk: crate::bulk_runs::BulkRuns,
     /// Where an admin's resolution of an alert is announced, in which words.
     pub alert_policy: claimcheck_core::alert_check::AlertPolicy,
+    /// The most credits support may adjust at once.
+    pub adjust_limit: app::api::AdjustLimit,
 }
 
 pub(crate) fn router(
@@ -110,6 +113,7 @@ pub(crate) fn router(
             language: config.dashboard.language,
         }),
         worker: Arc::new(config.worker.clone()),
+        adjust_limit: app::api::AdjustLimit(config.dashboard.support_adjust_limit),
         reconcile: config.reconcile.config.clone(),
         bulk,
         alert_policy: crate::startup::alert_policy(config, local_addr),
@@ -142,6 +146,7 @@ pub(crate) fn router(
         .merge(language::router())
         .merge(bulk_redrive::router())
         .merge(claim_actions::router())
+        .merge(credit_actions::router())
         .merge(two_factor::router())
         .merge(search::router())
         .merge(orders_csv::router())

@@ -67,6 +67,9 @@ pub struct OrderHistoryView {
     /// say), when known.
     pub stripe_payment: Option<String>,
     pub stripe_customer: Option<String>,
+    /// How much of the credits it unlocked were spent (or expired), once its customer's
+    /// credits were first read or moved.
+    pub lot: Option<LotRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,8 +126,23 @@ pub async fn get_order(order_id: String) -> Result<OrderDetail, ServerFnError> {
             "https://dashboard.stripe.com/test"
         }
     });
+    let lot = store
+        .credits()
+        .lot_of_order(&order.order_id, now_ms())
+        .await
+        .map_err(server::unavailable)?
+        .map(|l| LotRow {
+            spent: l.credits - l.remaining,
+            lot_id: l.lot_id,
+            order_id: l.order_id,
+            credits: l.credits,
+            remaining: l.remaining,
+            expires: l.expires_at.map(server::time),
+            expired: l.expired,
+        });
     let reader = crate::i18n::reader();
     detail.history = Some(OrderHistoryView {
+        lot,
         paid_at: history.paid_at.map(|at| reader.time(at)),
         failure: history.failure.clone(),
         timeline,

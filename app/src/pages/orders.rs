@@ -330,6 +330,19 @@ fn OrderView(order: OrderDetail, me: Option<Me>) -> impl IntoView {
             <dd data-testid="credits-granted">
                 {t!(i18n, orders.of, granted = crate::i18n::number(i18n.get_locale(), order.credits_granted), total = crate::i18n::number(i18n.get_locale(), order.credits))}
             </dd>
+            {history.as_ref().and_then(|h| h.lot.clone()).map(|lot| {
+                let locale = i18n.get_locale();
+                let (spent, left) = (crate::i18n::number(locale, lot.spent), crate::i18n::number(locale, lot.remaining));
+                let expires = if lot.expired {
+                    t_string!(i18n, customers.expired).to_string()
+                } else {
+                    lot.expires.unwrap_or_else(|| t_string!(i18n, customers.never).to_string())
+                };
+                view! {
+                    <dt>{t!(i18n, orders.lot_used)}</dt>
+                    <dd data-testid="order-lot">{t!(i18n, orders.lot_spent_left, spent, left, expires)}</dd>
+                }
+            })}
             <dt>{t!(i18n, orders.paid)}</dt>
             <dd data-testid="order-paid">{order.paid.unwrap_or_else(|| "-".into())}</dd>
             <dt>{t!(i18n, orders.refunded)}</dt>

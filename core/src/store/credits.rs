@@ -54,17 +54,52 @@ type LotRow = (
     i64,
 );
 
-/// Soonest to expire first (credits that never expire last), then the oldest.
-const LOTS: &str = "\
+/// A lot's row and what it holds and gave.
+const LOT_COLUMNS: &str = "\
     SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, \
         CASE WHEN c.order_id IS NULL THEN c.credits ELSE \
             (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
              WHERE l.order_id = c.order_id) END, \
         (SELECT CAST(COALESCE(SUM(d.credits), 0) AS BIGINT) FROM credit_draws d \
          WHERE d.lot_id = c.lot_id) \
-    FROM credit_lots c WHERE c.customer_email = $1 \
-    ORDER BY CASE WHEN c.expires_at IS NULL THEN 1 ELSE 0 END, c.expires_at, c.created_at, \
-        c.lot_id";
+    FROM credit_lots c";
+
+/// A customer's lots: soonest to expire first (credits that never expire last), then the
+/// oldest.
+fn lots_sql() -> String {
+    format!(
+        "{LOT_COLUMNS} WHERE c.customer_email = $1 \
+         ORDER BY CASE WHEN c.expires_at IS NULL THEN 1 ELSE 0 END, c.expires_at, \
+         c.created_at, c.lot_id"
+    )
+}
+
+fn lot(row: LotRow) -> Lot {
+    let (lot_id, order_id, expires_at, expired_at, created_at, granted, drawn) = row;
+    Lot {
+        lot_id,
+        order_id,
+        expires_at,
+        expired: expired_at.is_some(),
+        created_at,
+        granted,
+        drawn,
+    }
+}
+
+impl Lot {
+    fn view(&self, now: i64) -> LotView {
+        LotView {
+            lot_id: self.lot_id.clone(),
+            order_id: self.order_id.clone(),
+            credits: self.granted,
+            remaining: self.remaining(),
+            expires_at: self.expires_at,
+            expired: self.expired || self.expires_at.is_some_and(|at| at <= now),
+            created_at: self.created_at,
+        }
+    }
+}
 
 /// Unlocked orders whose lot is not written yet.
 const UNLOTTED: &str = "\
@@ -122,21 +157,8 @@ impl Account {
                 .bind(now),
             )
             .await?;
-        let rows: Vec<LotRow> = tx.on().all(sql(LOTS).bind(email)).await?;
-        let mut lots: Vec<Lot> = rows
-            .into_iter()
-            .map(
-                |(lot_id, order_id, expires_at, expired_at, created_at, granted, drawn)| Lot {
-                    lot_id,
-                    order_id,
-                    expires_at,
-                    expired: expired_at.is_some(),
-                    created_at,
-                    granted,
-                    drawn,
-                },
-            )
-            .collect();
+        let rows: Vec<LotRow> = tx.on().all(sql(lots_sql()).bind(email)).await?;
+        let mut lots: Vec<Lot> = rows.into_iter().map(lot).collect();
         let mut expired_now = 0;
         for lot in lots
             .iter_mut()
@@ -248,19 +270,7 @@ impl Account {
             held: self.held,
             owed: (-balance).max(0),
             expiring,
-            lots: self
-                .lots
-                .iter()
-                .map(|l| LotView {
-                    lot_id: l.lot_id.clone(),
-                    order_id: l.order_id.clone(),
-                    credits: l.granted,
-                    remaining: l.remaining(),
-                    expires_at: l.expires_at,
-                    expired: l.expired || l.expires_at.is_some_and(|at| at <= now),
-                    created_at: l.created_at,
-                })
-                .collect(),
+            lots: self.lots.iter().map(|l| l.view(now)).collect(),
         }
     }
 }
@@ -648,6 +658,37 @@ impl Credits<'_> {
             lots += account.expired_now;
         }
         Ok((holds, lots))
+    }
+
+    /// The lot of `order_id`, once its customer's credits were first read or moved after
+    /// the unlock.
+    pub async fn lot_of_order(
+        self,
+        order_id: &str,
+        now: i64,
+    ) -> Result<Option<LotView>, StoreError> {
+        let row: Option<LotRow> = self
+            .pool
+            .on()
+            .optional(sql(format!("{LOT_COLUMNS} WHERE c.order_id = $1")).bind(order_id))
+            .await?;
+        Ok(row.map(|r| lot(r).view(now)))
+    }
+
+    /// The customer a spend, hold or adjustment id, a reference or an Idempotency-Key of
+    /// theirs names, for the search box.
+    pub async fn customer_of(self, term: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .pool
+            .on()
+            .optional_value(
+                sql("SELECT customer_email FROM credit_movements \
+                     WHERE movement_id = $1 OR reference = $1 OR idempotency_key = $1 \
+                     UNION ALL SELECT customer_email FROM credit_holds \
+                     WHERE hold_id = $1 OR reference = $1 LIMIT 1")
+                .bind(term),
+            )
+            .await?)
     }
 
     /// Forgets the answers kept under keys older than `before` (unix ms); how many.

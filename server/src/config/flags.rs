@@ -208,6 +208,16 @@ pub struct ServeArgs {
         default_value_t = DashboardConfig::default().language
     )]
     pub language: claimcheck_core::language::Language,
+    /// The most credits a support operator may add or take back in one adjustment on the
+    /// dashboard (admins: any number).
+    #[arg(
+        long = "support-adjust-limit",
+        env = "CLAIMCHECK_SUPPORT_ADJUST_LIMIT",
+        value_name = "CLAIMCHECK_SUPPORT_ADJUST_LIMIT",
+        default_value_t = DashboardConfig::default().support_adjust_limit,
+        value_parser = clap::value_parser!(i64).range(0..=claimcheck_core::fulfilment::MAX_CREDITS)
+    )]
+    pub support_adjust_limit: i64,
     /// How often the reconciler lists Stripe's events and claims the ones never delivered
     /// (`15m`, `1h`, `90s`; `0` turns it off). It needs STRIPE_API_KEY.
     #[arg(
@@ -551,6 +561,7 @@ impl ServeArgs {
                 },
                 require_two_factor: self.require_two_factor,
                 language: self.language,
+                support_adjust_limit: self.support_adjust_limit,
             },
             alerts: self.alerts.into_config()?,
             metrics: MetricsConfig {

@@ -72,6 +72,7 @@ pub(super) fn router(state: &AppState, site: &Site) -> axum::Router<AppState> {
         reconcile: state.reconcile.clone(),
     };
     let worker = std::sync::Arc::clone(&state.worker);
+    let adjust_limit = state.adjust_limit;
     let language = app::i18n::DefaultLanguage(state.auth.language);
     let pages = axum::Router::new().leptos_routes_with_context(
         state,
@@ -81,6 +82,7 @@ pub(super) fn router(state: &AppState, site: &Site) -> axum::Router<AppState> {
             provide_context(latency.clone());
             provide_context(health.clone());
             provide_context(std::sync::Arc::clone(&worker));
+            provide_context(adjust_limit);
             provide_context(language);
         },
         move || shell(options.clone()),

@@ -9,7 +9,7 @@ use claimcheck_core::token::NewToken;
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, on_both_backends, spawn_app_with};
+use crate::helpers::{Backend, TestApp, landing, on_both_backends, search_go, spawn_app_with};
 
 on_both_backends!(
     backend =>
@@ -24,6 +24,7 @@ on_both_backends!(
     the_ledger_pages_every_change_and_sums_to_the_balance,
     support_adjusts_a_balance_once_per_key,
     support_moves_credits_from_the_command_line_once_per_key,
+    the_customer_page_shows_credits_and_support_adjusts_within_its_limit,
 );
 
 /// Packages of the tests: one whose credits last 30 days, one whose credits never expire.
@@ -1152,4 +1153,170 @@ async fn two_instances_spend_for_one_customer_at_32_in_flight_on_postgres() {
         .await,
         0
     );
+}
+
+/// The adjustment form's hidden key on a customer page.
+fn form_key(html: &str) -> String {
+    let at = html
+        .find(r#"name="key" value=""#)
+        .expect("an adjustment form")
+        + r#"name="key" value=""#.len();
+    html[at..].split('"').next().unwrap().to_owned()
+}
+
+async fn the_customer_page_shows_credits_and_support_adjusts_within_its_limit(backend: Backend) {
+    use claimcheck_core::auth::Role;
+
+    let shop = shop(backend).await;
+    shop.unlock("ord_page", Some("month-10"), None).await;
+    let (_, spend) = shop.spend("page-run", 4).await;
+    let spend_id = spend["spend_id"].as_str().unwrap().to_owned();
+    let app = &shop.app;
+    let support = app.sign_in_as("sam", Role::Support).await;
+    let page = format!("/customers/{EMAIL}");
+    let html = support
+        .get(app.url(&page))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        r#"data-testid="credits-available">6<"#,
+        r#"data-lot="order:ord_page""#,
+        r#"data-movement=""#,
+        "run-page-run",
+        "at most 50 credits",
+    ] {
+        assert!(html.contains(needle), "{needle} missing");
+    }
+    // The search box finds the customer by the spend's id, reference and key.
+    for term in [spend_id.as_str(), "run-page-run", "page-run"] {
+        assert_eq!(search_go(app, &support, term).await, page, "{term}");
+    }
+    // The order page says how much of its lot was spent.
+    let order = support
+        .get(app.url("/orders/ord_page"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        order
+            .replace("<!>", "")
+            .contains("4 spent or expired, 6 left"),
+        "order page: {}",
+        &order[order.find("order-lot").unwrap_or(0)..][..300.min(order.len())]
+    );
+
+    let key = form_key(&html);
+    let adjust = |credits: &str, key: &str, confirm: bool| {
+        let mut form = vec![
+            ("customer", EMAIL.to_owned()),
+            ("key", key.to_owned()),
+            ("credits", credits.to_owned()),
+            ("reason", "the check failed twice".to_owned()),
+            ("expires", "90d".to_owned()),
+        ];
+        if confirm {
+            form.push(("confirm", "yes".to_owned()));
+        }
+        support
+            .post(app.url("/dashboard/actions/credits/adjust"))
+            .form(&form)
+            .send()
+    };
+    // Over support's limit, unconfirmed, not a number: refused, nothing changes.
+    for (credits, confirm, error) in [
+        ("51", true, "at most 50"),
+        ("5", false, "Tick the box"),
+        ("five", true, "whole number"),
+    ] {
+        let refused = adjust(credits, &key, confirm).await.unwrap();
+        let landed = landing(&refused);
+        assert!(
+            landed.contains("error=") && landed.contains(&app::links::encode(error)),
+            "{credits}: {landed}"
+        );
+    }
+    let done = adjust("5", &key, true).await.unwrap();
+    let landed = landing(&done);
+    assert!(
+        landed.contains(&app::links::encode(
+            "Balance changed by +5 credits: now 11."
+        )),
+        "{landed}"
+    );
+    // The same form sent twice: once.
+    let again = landing(&adjust("5", &key, true).await.unwrap());
+    assert!(
+        again.contains(&app::links::encode("made before")),
+        "{again}"
+    );
+    assert_eq!(shop.balance().await["balance"], 11);
+    let ledger = shop.get(&format!("/api/customers/{EMAIL}/ledger")).await;
+    let adjustment = ledger["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "adjust")
+        .unwrap()
+        .clone();
+    assert_eq!(adjustment["actor"], "dashboard:sam");
+    assert_eq!(adjustment["reason"], "the check failed twice");
+    // An admin has no limit; a viewer sees no form and may not post one.
+    let admin = app.sign_in_as("ada", Role::Admin).await;
+    let admin_page = admin
+        .get(app.url(&page))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let admin_key = form_key(&admin_page);
+    let big = admin
+        .post(app.url("/dashboard/actions/credits/adjust"))
+        .form(&[
+            ("customer", EMAIL),
+            ("key", &admin_key),
+            ("credits", "500"),
+            ("reason", "bulk goodwill"),
+            ("confirm", "yes"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        landing(&big).contains(&app::links::encode("now 511")),
+        "{}",
+        landing(&big)
+    );
+    let viewer = app.sign_in_as("vic", Role::Viewer).await;
+    let viewer_page = viewer
+        .get(app.url(&page))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!viewer_page.contains(r#"name="key""#));
+    let forbidden = viewer
+        .post(app.url("/dashboard/actions/credits/adjust"))
+        .form(&[
+            ("customer", EMAIL),
+            ("key", "x1"),
+            ("credits", "5"),
+            ("reason", "r"),
+            ("confirm", "yes"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(forbidden.status(), 303);
+    assert_eq!(shop.balance().await["balance"], 511);
 }
