@@ -256,6 +256,17 @@ impl CreditRequest {
         })
     }
 
+    /// The operation, as metrics and logs name it.
+    pub fn operation(&self) -> &'static str {
+        match self {
+            CreditRequest::Spend { .. } => "spend",
+            CreditRequest::Hold { .. } => "hold",
+            CreditRequest::Capture { .. } => "capture",
+            CreditRequest::Release { .. } => "release",
+            CreditRequest::Adjust { .. } => "adjust",
+        }
+    }
+
     /// What makes two requests under one key the same request: SHA-256 (hex) of the
     /// operation and its parameters (metadata compared as JSON, whatever its spacing).
     pub fn fingerprint(&self) -> String {
@@ -394,6 +405,23 @@ pub enum CreditOutcome {
     /// More than the hold holds.
     OverCapture(HoldView),
     NoSuchHold(String),
+}
+
+impl CreditOutcome {
+    /// What the request came to, as metrics name it: done, or the refusal's reason.
+    pub fn result(&self) -> &'static str {
+        match self {
+            CreditOutcome::Spent(_)
+            | CreditOutcome::Held(_)
+            | CreditOutcome::Captured { .. }
+            | CreditOutcome::Released(_)
+            | CreditOutcome::Adjusted(_) => "done",
+            CreditOutcome::Insufficient { .. } => "insufficient_credits",
+            CreditOutcome::HoldSettled(_) => "hold_settled",
+            CreditOutcome::OverCapture(_) => "capture_exceeds_hold",
+            CreditOutcome::NoSuchHold(_) => "no_such_hold",
+        }
+    }
 }
 
 /// The answer a caller got, as it is replayed: its status and its body, byte for byte.

@@ -84,6 +84,12 @@ struct AlertChangeLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CreditLabels {
+    operation: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AlertMessageLabels {
     channel: &'static str,
     result: &'static str,
@@ -125,6 +131,7 @@ pub struct Metrics {
     alert_changes: Family<AlertChangeLabels, Counter>,
     alert_messages: Family<AlertMessageLabels, Counter>,
     database_reads: Counter,
+    credit_requests: Family<CreditLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -199,6 +206,14 @@ impl Metrics {
             "Times /metrics read the claims and alerts from the database (at most once per interval, however many scrape)",
         );
 
+        let credit_requests = Family::<CreditLabels, Counter>::default();
+        registry.register(
+            "credit_requests",
+            "Requests of the spend API and the CLI and dashboard adjustments, by operation \
+             (spend, hold, capture, release, adjust) and result (done, a refusal's reason, \
+             replayed, key_reused, key_in_use)",
+            credit_requests.clone(),
+        );
         let alert_changes = Family::<AlertChangeLabels, Counter>::default();
         registry.register(
             "alert_changes",
@@ -256,7 +271,15 @@ impl Metrics {
             alert_changes,
             alert_messages,
             database_reads,
+            credit_requests,
         }
+    }
+
+    /// A request that changes credits came to `result`.
+    pub fn credit_request(&self, operation: &'static str, result: &'static str) {
+        self.credit_requests
+            .get_or_create(&CreditLabels { operation, result })
+            .inc();
     }
 
     /// Counts one answered delivery and how long it took to answer.

@@ -103,6 +103,14 @@ async fn adjust(
             },
         )
         .await;
+    let result = match (&keyed, &outcome) {
+        (Ok(Keyed::Fresh(_)), Some(outcome)) => outcome.result(),
+        (Ok(Keyed::Replayed(_)), _) => "replayed",
+        (Ok(Keyed::KeyReused), _) => "key_reused",
+        (Ok(Keyed::KeyInUse), _) => "key_in_use",
+        _ => "storage_error",
+    };
+    state.webhook.metrics.credit_request("adjust", result);
     match (keyed, outcome) {
         (Err(error), _) => refuse(&unavailable(reading, "adjust credits", &error)),
         (Ok(Keyed::Fresh(_)), Some(CreditOutcome::Adjusted(done))) => {

@@ -161,6 +161,7 @@ async fn apply(
 ) -> Result<Response, ApiError> {
     let key = key(headers)?;
     let request = request.map_err(|e| invalid(e, StatusCode::UNPROCESSABLE_ENTITY))?;
+    let mut result = "";
     let keyed = state
         .store
         .credits()
@@ -170,10 +171,23 @@ async fn apply(
             &request,
             &state.api.packages,
             now_ms(),
-            render,
+            |outcome| {
+                result = outcome.result();
+                render(outcome)
+            },
         )
         .await
         .map_err(ApiError::storage)?;
+    let result = match &keyed {
+        Keyed::Fresh(_) => result,
+        Keyed::Replayed(_) => "replayed",
+        Keyed::KeyReused => "key_reused",
+        Keyed::KeyInUse => "key_in_use",
+    };
+    state
+        .webhook
+        .metrics
+        .credit_request(request.operation(), result);
     Ok(match keyed {
         Keyed::Fresh(answer) => answered(answer, false),
         Keyed::Replayed(answer) => answered(answer, true),

@@ -309,6 +309,20 @@ async fn an_answer_is_replayed_byte_for_byte_and_a_key_serves_one_request(backen
     assert_eq!(still, refused);
     assert_eq!(shop.spend("too-much-2", 100).await.0, 201);
     assert_eq!(shop.balance().await["balance"], 15);
+
+    // The metrics count each by what it came to.
+    let metrics = shop.app.get_metrics().await;
+    for (result, n) in [
+        ("done", 2),
+        ("replayed", 2),
+        ("key_reused", 1),
+        ("insufficient_credits", 1),
+    ] {
+        let line = format!(
+            r#"claimcheck_credit_requests_total{{operation="spend",result="{result}"}} {n}"#
+        );
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
 }
 
 async fn bad_spend_requests_get_clear_errors_and_write_nothing(backend: Backend) {
