@@ -1,0 +1,315 @@
+//! The spend rules as a property: any interleaving of unlocks, spends, holds, captures,
+//! releases, expiries, refunds, adjustments and replays (keys drawn from a small pool, so
+//! keys are repeated with the same request and with others) keeps
+//! `balance = unlocked − revoked − spent − expired + adjusted` (the sum of the ledger), never
+//! takes a balance below zero through a spend, and never changes the ledger on a replay.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+
+use claimcheck_core::fulfilment::Packages;
+use claimcheck_core::spending::{
+    Answer, CreditOutcome, CreditRequest, IdempotencyKey, KeyScope, Keyed,
+};
+use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
+use proptest::prelude::*;
+
+const EMAIL: &str = "prop@example.ch";
+const HOUR: i64 = 3_600_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// An order of `credits` is unlocked; `short` credits last an hour.
+    Unlock {
+        credits: i64,
+        short: bool,
+    },
+    Spend {
+        credits: i64,
+        key: u8,
+    },
+    Hold {
+        credits: i64,
+        key: u8,
+        minutes: i64,
+    },
+    Capture {
+        hold: usize,
+        credits: Option<i64>,
+        key: u8,
+    },
+    Release {
+        hold: usize,
+        key: u8,
+    },
+    /// A refund takes back `quarters` quarters of an order's credits.
+    Refund {
+        order: usize,
+        quarters: i64,
+    },
+    Adjust {
+        credits: i64,
+        key: u8,
+    },
+    /// Time passes: holds and short lots may expire.
+    Wait {
+        minutes: i64,
+    },
+    /// The upkeep runs.
+    Upkeep,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1i64..30, any::<bool>()).prop_map(|(credits, short)| Op::Unlock { credits, short }),
+        (1i64..25, 0u8..8).prop_map(|(credits, key)| Op::Spend { credits, key }),
+        (1i64..25, 0u8..8, 1i64..90).prop_map(|(credits, key, minutes)| Op::Hold {
+            credits,
+            key,
+            minutes
+        }),
+        (0usize..6, proptest::option::of(1i64..25), 0u8..8)
+            .prop_map(|(hold, credits, key)| Op::Capture { hold, credits, key }),
+        (0usize..6, 0u8..8).prop_map(|(hold, key)| Op::Release { hold, key }),
+        (0usize..6, 1i64..=4).prop_map(|(order, quarters)| Op::Refund { order, quarters }),
+        (-20i64..20, 0u8..8)
+            .prop_filter("not zero", |(c, _)| *c != 0)
+            .prop_map(|(credits, key)| Op::Adjust { credits, key }),
+        (1i64..120).prop_map(|minutes| Op::Wait { minutes }),
+        Just(Op::Upkeep),
+    ]
+}
+
+fn answer(outcome: &CreditOutcome) -> Answer {
+    Answer {
+        status: if outcome.result() == "done" { 201 } else { 409 },
+        body: format!("{outcome:?}"),
+    }
+}
+
+/// The ledger's sums, by kind, read from the tables themselves.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct Sums {
+    unlocked: i64,
+    revoked: i64,
+    spent: i64,
+    expired: i64,
+    adjusted: i64,
+}
+
+async fn sums(store_url: &str) -> Sums {
+    use sqlx::Connection;
+    let mut c = sqlx::SqliteConnection::connect(store_url).await.unwrap();
+    let mut sum = async |sql: &str| -> i64 {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    };
+    Sums {
+        unlocked: sum("SELECT COALESCE(SUM(delta), 0) FROM credit_ledger WHERE kind = 'unlock'")
+            .await,
+        revoked: -sum("SELECT COALESCE(SUM(delta), 0) FROM credit_ledger WHERE kind = 'revoke'")
+            .await,
+        spent: -sum("SELECT COALESCE(SUM(delta), 0) FROM credit_movements WHERE kind = 'spend'")
+            .await,
+        expired: -sum("SELECT COALESCE(SUM(delta), 0) FROM credit_movements WHERE kind = 'expire'")
+            .await,
+        adjusted: sum("SELECT COALESCE(SUM(delta), 0) FROM credit_movements WHERE kind = 'adjust'")
+            .await,
+    }
+}
+
+async fn run(ops: Vec<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/spend.db", dir.path().display());
+    let store = Store::connect(
+        &url.parse::<DatabaseUrl>().unwrap(),
+        &StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let packages: Packages = "short=1:100:chf:1h,long=1:100:chf".parse().unwrap();
+    let mut now: i64 = 1_800_000_000_000;
+    let mut orders: Vec<(String, i64)> = Vec::new();
+    let mut holds: Vec<String> = Vec::new();
+    // What each key was first used for, and the answer it got.
+    let mut keys: HashMap<u8, (CreditRequest, Answer)> = HashMap::new();
+    let mut spent_by_outcomes = 0;
+    let exec = |sql: String| {
+        let url = url.clone();
+        async move {
+            use sqlx::Connection;
+            let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(&sql).execute(&mut c).await.unwrap();
+        }
+    };
+    for (i, op) in ops.into_iter().enumerate() {
+        let request = match op {
+            Op::Unlock { credits, short } => {
+                let order = format!("ord_{i}");
+                let package = if short { "short" } else { "long" };
+                exec(format!(
+                    "INSERT INTO orders (order_id, customer_email, package, credits, status, \
+                     payment_status, created_at, updated_at) VALUES ('{order}', '{EMAIL}', \
+                     '{package}', {credits}, 'paid', 'paid', {now}, {now}); \
+                     INSERT INTO credit_ledger (order_id, kind, delta, customer_email, event_id, \
+                     created_at) VALUES ('{order}', 'unlock', {credits}, '{EMAIL}', 'evt_{i}', {now})"
+                ))
+                .await;
+                orders.push((order, credits));
+                None
+            }
+            Op::Refund { order, quarters } => {
+                if let Some((order, credits)) = orders.get(order) {
+                    let take = credits * quarters / 4;
+                    exec(format!(
+                        "INSERT INTO credit_ledger (order_id, kind, delta, customer_email, \
+                         event_id, step, created_at) VALUES ('{order}', 'revoke', {}, '{EMAIL}', \
+                         'evt_r{i}', 'r{i}', {now})",
+                        -take
+                    ))
+                    .await;
+                }
+                None
+            }
+            Op::Wait { minutes } => {
+                now += minutes * 60_000;
+                None
+            }
+            Op::Upkeep => {
+                store
+                    .credits()
+                    .expire_due(&packages, now, 100)
+                    .await
+                    .unwrap();
+                None
+            }
+            Op::Spend { credits, key } => Some((
+                key,
+                CreditRequest::spend(EMAIL, credits, "r", None).unwrap(),
+            )),
+            Op::Hold {
+                credits,
+                key,
+                minutes,
+            } => Some((
+                key,
+                CreditRequest::hold(EMAIL, credits, "h", None, Some(minutes * 60_000)).unwrap(),
+            )),
+            Op::Capture { hold, credits, key } => holds
+                .get(hold)
+                .map(|id| (key, CreditRequest::capture(id, credits).unwrap())),
+            Op::Release { hold, key } => holds
+                .get(hold)
+                .map(|id| (key, CreditRequest::release(id).unwrap())),
+            Op::Adjust { credits, key } => Some((
+                key,
+                CreditRequest::adjust(EMAIL, credits, "prop", "cli:prop", Some(HOUR)).unwrap(),
+            )),
+        };
+        let before = sums(&url).await;
+        let ahead = store
+            .credits()
+            .balance(EMAIL, &packages, now)
+            .await
+            .unwrap();
+        if let Some((key, request)) = request {
+            let mut outcome = None;
+            let keyed = store
+                .credits()
+                .apply(
+                    KeyScope::Api,
+                    &IdempotencyKey::parse(&format!("k{key}")).unwrap(),
+                    &request,
+                    &packages,
+                    now,
+                    |o| {
+                        outcome = Some(o.clone());
+                        answer(o)
+                    },
+                )
+                .await
+                .unwrap();
+            match (&keyed, keys.get(&key)) {
+                (Keyed::Fresh(fresh), None) => {
+                    keys.insert(key, (request.clone(), fresh.clone()));
+                }
+                (Keyed::Replayed(replayed), Some((first, first_answer))) => {
+                    assert_eq!(first, &request);
+                    assert_eq!(replayed, first_answer);
+                }
+                (Keyed::KeyReused, Some((first, _))) => assert_ne!(first, &request),
+                other => panic!("{other:?} for {request:?}"),
+            }
+            if !matches!(keyed, Keyed::Fresh(_)) {
+                assert_eq!(
+                    sums(&url).await,
+                    before,
+                    "a replay or a reused key moved credits"
+                );
+            }
+            match outcome {
+                // Only what was available: never held credits, never below zero.
+                Some(CreditOutcome::Spent(spend)) => {
+                    assert!(spend.credits <= ahead.available, "{spend:?} {ahead:?}");
+                    assert!(spend.balance_after >= 0);
+                    spent_by_outcomes += spend.credits;
+                }
+                Some(CreditOutcome::Captured { spend, hold }) => {
+                    assert!(spend.credits <= ahead.available + hold.credits);
+                    assert!(spend.balance_after >= 0);
+                    spent_by_outcomes += spend.credits;
+                }
+                Some(CreditOutcome::Held(hold)) => {
+                    assert!(hold.credits <= ahead.available);
+                    holds.push(hold.hold_id);
+                }
+                Some(CreditOutcome::Adjusted(adjusted)) if adjusted.credits < 0 => {
+                    assert!(-adjusted.credits <= ahead.available);
+                    assert!(adjusted.balance_after >= 0);
+                }
+                Some(CreditOutcome::Insufficient { available, .. }) => {
+                    assert_eq!(available, ahead.available);
+                }
+                _ => {}
+            }
+        }
+        let view = store
+            .credits()
+            .balance(EMAIL, &packages, now)
+            .await
+            .unwrap();
+        let s = sums(&url).await;
+        assert_eq!(
+            view.balance,
+            s.unlocked - s.revoked - s.spent - s.expired + s.adjusted,
+            "{s:?}"
+        );
+        assert_eq!(
+            s.spent, spent_by_outcomes,
+            "every spend written was answered"
+        );
+        assert!(view.available >= 0 && view.available <= view.balance.max(0));
+        assert_eq!(view.owed, (-view.balance).max(0));
+        assert_eq!(
+            view.lots.iter().map(|l| l.remaining).sum::<i64>(),
+            view.balance
+        );
+    }
+    store.close().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_interleaving_keeps_the_ledger_whole(ops in proptest::collection::vec(op(), 1..40)) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run(ops));
+    }
+}
