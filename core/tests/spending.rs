@@ -120,6 +120,15 @@ async fn sums(store_url: &str) -> Sums {
     }
 }
 
+async fn count(store_url: &str, sql: &str) -> i64 {
+    use sqlx::Connection;
+    let mut c = sqlx::SqliteConnection::connect(store_url).await.unwrap();
+    sqlx::query_scalar::<_, i64>(sql)
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+}
+
 async fn run(ops: Vec<Op>) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/spend.db", dir.path().display());

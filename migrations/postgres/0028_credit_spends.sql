@@ -11,6 +11,9 @@ CREATE TABLE credit_lots (
     order_id        TEXT    REFERENCES orders (order_id),
     -- Adjustment lots only; an order lot's credits are its ledger rows.
     credits         BIGINT  NOT NULL DEFAULT 0,
+    -- What spends, negative adjustments and the expiry took from it: the sum of its
+    -- credit_draws, kept here by the transaction that draws (under the customer's lock).
+    drawn           BIGINT  NOT NULL DEFAULT 0,
     -- Unix ms; NULL: the credits never expire.
     expires_at      BIGINT,
     -- When the expiry was written (once; the rest of the lot in an `expire` movement).

@@ -162,7 +162,7 @@ pub async fn run(args: BenchArgs, host: &dyn Host) -> Result<(), SimError> {
 }
 
 /// One pass of the load, deliveries numbered from `first`.
-async fn send(shared: &Arc<Shared>, args: &BenchArgs, first: usize) -> Vec<Sample> {
+pub(crate) async fn send(shared: &Arc<Shared>, args: &BenchArgs, first: usize) -> Vec<Sample> {
     let numbers = first..first + args.requests;
     match args.rate {
         None => closed_loop(shared, args.concurrency.max(1), numbers).await,
@@ -183,14 +183,14 @@ async fn scrape(client: reqwest::Client, url: String, scrapes: Arc<AtomicUsize>)
 }
 
 /// The latency below which a share `q` of the samples answered.
-fn percentile(samples: &[Sample], q: f64) -> Duration {
+pub(crate) fn percentile(samples: &[Sample], q: f64) -> Duration {
     let mut latencies: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
     latencies.sort();
     let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
     latencies.get(index).copied().unwrap_or_default()
 }
 
-struct Shared {
+pub(crate) struct Shared {
     client: reqwest::Client,
     url: String,
     secret: SigningSecret,
@@ -199,13 +199,25 @@ struct Shared {
     events: usize,
 }
 
-struct Sample {
-    latency: Duration,
+pub(crate) struct Sample {
+    pub(crate) latency: Duration,
     /// HTTP status and the `outcome` field, or the transport error.
-    result: String,
+    pub(crate) result: String,
 }
 
 impl Shared {
+    /// Deliveries of fresh events to `target`'s webhook, signed with `secret`.
+    pub(crate) fn unique(client: reqwest::Client, target: &str, secret: SigningSecret) -> Shared {
+        Shared {
+            client,
+            url: format!("{target}/webhooks/stripe"),
+            secret,
+            run_id: now_ms(),
+            workload: Workload::Unique,
+            events: 1,
+        }
+    }
+
     fn body(&self, i: usize) -> String {
         let n = match self.workload {
             Workload::Unique => i,
@@ -439,16 +451,16 @@ async fn report_fulfilment(
 }
 
 /// A Claimcheck started inside the benchmark process.
-struct LocalServer {
-    instance: Instance,
+pub(crate) struct LocalServer {
+    pub(crate) instance: Instance,
     /// The benchmark's own handle on the server's database, to watch fulfilment.
-    store: Store,
-    backend: String,
+    pub(crate) store: Store,
+    pub(crate) backend: String,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl LocalServer {
-    async fn start(args: &BenchArgs, host: &dyn Host) -> Result<LocalServer, SimError> {
+    pub(crate) async fn start(args: &BenchArgs, host: &dyn Host) -> Result<LocalServer, SimError> {
         let (database_url, dir) = match &args.database_url {
             Some(url) => (url.clone(), None),
             None => {
@@ -492,7 +504,7 @@ impl LocalServer {
         })
     }
 
-    async fn stop(self) -> Result<(), SimError> {
+    pub(crate) async fn stop(self) -> Result<(), SimError> {
         self.store.close().await;
         self.instance.stop().await
     }

@@ -8,6 +8,7 @@
 
 pub mod bench_dashboard;
 pub mod bench_ingest;
+pub mod bench_spend;
 pub mod demo;
 mod error;
 mod host;
@@ -28,6 +29,9 @@ pub enum Command {
     /// Load-test a webhook endpoint with freshly signed deliveries and report throughput and
     /// latency (starts its own server on a fresh database unless --target is given).
     BenchIngest(bench_ingest::BenchArgs),
+    /// What a spend through the spend API costs beside a webhook delivery: a pass of
+    /// deliveries, then a pass of spends, on one in-process server, and their ratio.
+    BenchSpend(bench_spend::SpendBenchArgs),
     /// Seed a large synthetic history (a million claims by default) and time the dashboard's
     /// server-rendered pages on it.
     BenchDashboard(bench_dashboard::DashboardBenchArgs),
@@ -61,6 +65,7 @@ pub async fn run(command: Command, host: &dyn Host) -> Result<(), SimError> {
     match command {
         Command::BenchIngest(args) => bench_ingest::run(args, host).await,
         Command::BenchDashboard(args) => bench_dashboard::run(args, host).await,
+        Command::BenchSpend(args) => bench_spend::run(args, host).await,
         Command::Demo(args) => demo::run(args, host).await,
         Command::Simulate(args) => simulate::run(args).await,
         Command::StripeSim {

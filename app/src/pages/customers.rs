@@ -6,7 +6,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::{CreditsDetail, CustomerDetail, CustomerLedgerRow, MovementRow, get_customer};
-use crate::components::Loaded;
+use crate::components::{ActionNotices, Loaded};
 use crate::i18n::*;
 use crate::pages::events::ClaimTable;
 use crate::pages::orders::{OrderSummary, ledger_kind_name};
@@ -20,6 +20,7 @@ pub fn CustomerPage() -> impl IntoView {
     view! {
         <Title text=t_string!(i18n, customers.title).to_string()/>
         <section class="page">
+            <ActionNotices/>
             <Loaded resource=customer view=customer_view/>
         </section>
     }

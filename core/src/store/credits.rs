@@ -60,8 +60,7 @@ const LOT_COLUMNS: &str = "\
         CASE WHEN c.order_id IS NULL THEN c.credits ELSE \
             (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
              WHERE l.order_id = c.order_id) END, \
-        (SELECT CAST(COALESCE(SUM(d.credits), 0) AS BIGINT) FROM credit_draws d \
-         WHERE d.lot_id = c.lot_id) \
+        c.drawn \
     FROM credit_lots c";
 
 /// A customer's lots: soonest to expire first (credits that never expire last), then the
@@ -378,6 +377,13 @@ impl<'a> Movement<'a> {
                     .bind(self.movement_id.as_str())
                     .bind(draw.lot_id.as_str())
                     .bind(draw.credits),
+                )
+                .await?;
+            tx.on()
+                .execute(
+                    sql("UPDATE credit_lots SET drawn = drawn + $2 WHERE lot_id = $1")
+                        .bind(draw.lot_id.as_str())
+                        .bind(draw.credits),
                 )
                 .await?;
         }

@@ -305,6 +305,43 @@ fn bench_ingest_reports_throughput_latency_and_outcomes() {
 
 #[cfg(feature = "rehearsal")]
 #[test]
+fn bench_spend_times_spends_beside_deliveries_and_checks_the_ledger() {
+    let output = claimcheck()
+        .args([
+            "bench-spend",
+            "--requests",
+            "60",
+            "--concurrency",
+            "8",
+            "--customers",
+            "3",
+        ])
+        .env("RUST_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("bench-ingest sqlite: 60 in") && stdout.contains("200 claimed=60"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("bench-spend sqlite: 60 in") && stdout.contains("201=60"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("spends per second / deliveries per second:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("− 60 spent = ") && stdout.contains("every spend once"),
+        "{stdout}"
+    );
+}
+
+#[cfg(feature = "rehearsal")]
+#[test]
 fn bench_dashboard_seeds_and_times_every_page() {
     let output = claimcheck()
         .args(["bench-dashboard", "--claims", "3000", "--requests", "3"])
