@@ -306,6 +306,16 @@ async fn run(ops: Vec<Op>) {
             view.lots.iter().map(|l| l.remaining).sum::<i64>(),
             view.balance
         );
+        assert_eq!(
+            count(
+                &url,
+                "SELECT COUNT(*) FROM credit_lots c WHERE drawn <> \
+                 (SELECT COALESCE(SUM(credits), 0) FROM credit_draws d WHERE d.lot_id = c.lot_id)"
+            )
+            .await,
+            0,
+            "a lot's drawn is the sum of its draws"
+        );
     }
     store.close().await;
 }

@@ -50,10 +50,10 @@ async fn adjust(
     let page = links::customer(form.customer.trim());
     let refuse = |message: &str| back(&page, "error", message);
     let Ok(credits) = form.credits.trim().parse::<i64>() else {
-        return refuse(&td_string!(locale, messages.adjust_bad_credits));
+        return refuse(td_string!(locale, messages.adjust_bad_credits));
     };
     if form.confirm.as_deref() != Some("yes") {
-        return refuse(&td_string!(locale, messages.adjust_unconfirmed));
+        return refuse(td_string!(locale, messages.adjust_unconfirmed));
     }
     let limit = state.adjust_limit.0;
     if operator.role != Role::Admin && credits.abs() > limit {
@@ -66,7 +66,7 @@ async fn adjust(
             .and_then(|d| i64::try_from(d.as_millis()).ok())
         {
             Some(ms) => Some(ms),
-            None => return refuse(&td_string!(locale, messages.adjust_bad_expiry)),
+            None => return refuse(td_string!(locale, messages.adjust_bad_expiry)),
         },
     };
     let actor = Actor::Dashboard(operator.username.clone()).to_string();
@@ -74,18 +74,18 @@ async fn adjust(
     {
         Ok(request) => request,
         Err(SpendError::BadReason) => {
-            return refuse(&td_string!(locale, messages.adjust_no_reason));
+            return refuse(td_string!(locale, messages.adjust_no_reason));
         }
         Err(SpendError::BadLotExpiry) => {
-            return refuse(&td_string!(locale, messages.adjust_bad_expiry));
+            return refuse(td_string!(locale, messages.adjust_bad_expiry));
         }
         Err(SpendError::BadEmail(_)) => {
-            return refuse(&td_string!(locale, messages.adjust_bad_customer));
+            return refuse(td_string!(locale, messages.adjust_bad_customer));
         }
-        Err(_) => return refuse(&td_string!(locale, messages.adjust_bad_credits)),
+        Err(_) => return refuse(td_string!(locale, messages.adjust_bad_credits)),
     };
     let Ok(key) = IdempotencyKey::parse(form.key.trim()) else {
-        return refuse(&td_string!(locale, messages.adjust_bad_form));
+        return refuse(td_string!(locale, messages.adjust_bad_form));
     };
     let mut outcome = None;
     let keyed = state
@@ -127,8 +127,8 @@ async fn adjust(
         (Ok(Keyed::Replayed(_)), _) => back(
             &page,
             "notice",
-            &td_string!(locale, messages.adjust_replayed),
+            td_string!(locale, messages.adjust_replayed),
         ),
-        _ => refuse(&td_string!(locale, messages.adjust_bad_form)),
+        _ => refuse(td_string!(locale, messages.adjust_bad_form)),
     }
 }
