@@ -805,8 +805,15 @@ async fn carry_out(
             let Some(draws) = account.draw(take, available, now) else {
                 return Ok(account.insufficient(account.available()));
             };
+            let spend_id = random("sp")?;
+            // Settled here first, and only if still active: the upkeep of another instance
+            // may have expired it since it was read (it takes no customer lock).
+            if !settle_hold(tx, hold_id, "captured", Some((take, &spend_id)), now).await? {
+                let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+            }
             let movement = Movement {
-                movement_id: random("sp")?,
+                movement_id: spend_id,
                 kind: "spend",
                 delta: -take,
                 reference: Some(&row.3),
@@ -816,18 +823,6 @@ async fn carry_out(
                 ..Movement::new(&email, now)
             };
             movement.write(tx, &draws).await?;
-            tx.on()
-                .execute(
-                    sql(
-                        "UPDATE credit_holds SET status = 'captured', captured = $2, \
-                         spend_id = $3, settled_at = $4 WHERE hold_id = $1",
-                    )
-                    .bind(hold_id.as_str())
-                    .bind(take)
-                    .bind(movement.movement_id.as_str())
-                    .bind(now),
-                )
-                .await?;
             account.held -= held;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
             let hold = hold_view(row, &account)?;
@@ -857,16 +852,10 @@ async fn carry_out(
             if row.5 != HoldStatus::Active.as_str() {
                 return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
             }
-            tx.on()
-                .execute(
-                    sql(
-                        "UPDATE credit_holds SET status = 'released', settled_at = $2 \
-                         WHERE hold_id = $1",
-                    )
-                    .bind(hold_id.as_str())
-                    .bind(now),
-                )
-                .await?;
+            if !settle_hold(tx, hold_id, "released", None, now).await? {
+                let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+            }
             account.held -= row.2;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
             Ok(CreditOutcome::Released(hold_view(row, &account)?))
@@ -940,6 +929,32 @@ async fn carry_out(
             }))
         }
     }
+}
+
+/// Marks an active hold `status` (with what a capture took and its spend); false when it
+/// was no longer active.
+async fn settle_hold(
+    tx: &mut Tx,
+    hold_id: &str,
+    status: &str,
+    captured: Option<(i64, &str)>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let changed = tx
+        .on()
+        .execute(
+            sql(
+                "UPDATE credit_holds SET status = $2, captured = $3, spend_id = $4, \
+                 settled_at = $5 WHERE hold_id = $1 AND status = 'active'",
+            )
+            .bind(hold_id)
+            .bind(status)
+            .bind(captured.map(|(credits, _)| credits))
+            .bind(captured.map(|(_, spend)| spend))
+            .bind(now),
+        )
+        .await?;
+    Ok(changed == 1)
 }
 
 /// A hold read inside the transaction that holds its customer's lock cannot vanish.
