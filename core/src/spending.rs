@@ -45,7 +45,7 @@ pub enum SpendError {
     BadAdjustment,
     #[error("the reference is 1 to 255 characters without invisible or control characters")]
     BadReference,
-    #[error("the reason is 1 to 500 characters")]
+    #[error("the reason is 1 to 500 characters without invisible or control characters")]
     BadReason,
     #[error("metadata is a JSON object of at most {MAX_METADATA_BYTES} bytes")]
     BadMetadata,
@@ -237,11 +237,15 @@ impl CreditRequest {
         actor: &str,
         lasts_ms: Option<i64>,
     ) -> Result<CreditRequest, SpendError> {
-        if n == 0 || n.abs() > MAX_CREDITS {
+        if n == 0 || !(-MAX_CREDITS..=MAX_CREDITS).contains(&n) {
             return Err(SpendError::BadAdjustment);
         }
         let reason = reason.trim();
-        if reason.is_empty() || reason.chars().count() > 500 {
+        if reason.is_empty()
+            || reason.chars().count() > 500
+            || reason.chars().any(char::is_control)
+            || crate::text::has_hidden_characters(reason, true)
+        {
             return Err(SpendError::BadReason);
         }
         if lasts_ms.is_some_and(|ms| ms < 60_000) {
@@ -604,6 +608,14 @@ mod tests {
         assert_eq!(
             CreditRequest::adjust("a@b.ch", 0, "why", "cli:x", None),
             Err(SpendError::BadAdjustment)
+        );
+        assert_eq!(
+            CreditRequest::adjust("a@b.ch", i64::MIN, "why", "cli:x", None),
+            Err(SpendError::BadAdjustment)
+        );
+        assert_eq!(
+            CreditRequest::adjust("a@b.ch", 5, "why\0", "cli:x", None),
+            Err(SpendError::BadReason)
         );
     }
 

@@ -95,6 +95,8 @@ struct Sums {
     spent: i64,
     expired: i64,
     adjusted: i64,
+    /// What negative adjustments took back.
+    taken_back: i64,
 }
 
 async fn sums(store_url: &str) -> Sums {
@@ -117,6 +119,9 @@ async fn sums(store_url: &str) -> Sums {
             .await,
         adjusted: sum("SELECT COALESCE(SUM(delta), 0) FROM credit_movements WHERE kind = 'adjust'")
             .await,
+        taken_back: -sum("SELECT COALESCE(SUM(delta), 0) FROM credit_movements \
+             WHERE kind = 'adjust' AND delta < 0")
+        .await,
     }
 }
 
@@ -141,7 +146,7 @@ async fn run(ops: Vec<Op>) {
     store.migrate().await.unwrap();
     let packages: Packages = "short=1:100:chf:1h,long=1:100:chf".parse().unwrap();
     let mut now: i64 = 1_800_000_000_000;
-    let mut orders: Vec<(String, i64)> = Vec::new();
+    let mut orders: Vec<(String, i64, i64)> = Vec::new();
     let mut holds: Vec<String> = Vec::new();
     // What each key was first used for, and the answer it got.
     let mut keys: HashMap<u8, (CreditRequest, Answer)> = HashMap::new();
@@ -167,12 +172,14 @@ async fn run(ops: Vec<Op>) {
                      created_at) VALUES ('{order}', 'unlock', {credits}, '{EMAIL}', 'evt_{i}', {now})"
                 ))
                 .await;
-                orders.push((order, credits));
+                orders.push((order, credits, 0));
                 None
             }
             Op::Refund { order, quarters } => {
-                if let Some((order, credits)) = orders.get(order) {
-                    let take = credits * quarters / 4;
+                // As the money rules do: never more than the order unlocked, in all.
+                if let Some((order, credits, revoked)) = orders.get_mut(order) {
+                    let take = (*credits * quarters / 4).min(*credits - *revoked);
+                    *revoked += take;
                     exec(format!(
                         "INSERT INTO credit_ledger (order_id, kind, delta, customer_email, \
                          event_id, step, created_at) VALUES ('{order}', 'revoke', {}, '{EMAIL}', \
@@ -302,6 +309,9 @@ async fn run(ops: Vec<Op>) {
         );
         assert!(view.available >= 0 && view.available <= view.balance.max(0));
         assert_eq!(view.owed, (-view.balance).max(0));
+        // A customer owes only credits they took: a refund or dispute of expired or unspent
+        // credits leaves nothing owed.
+        assert!(view.owed <= s.spent + s.taken_back, "{view:?} {s:?}");
         assert_eq!(
             view.lots.iter().map(|l| l.remaining).sum::<i64>(),
             view.balance

@@ -14,6 +14,9 @@ CREATE TABLE credit_lots (
     -- What spends, negative adjustments and the expiry took from it: the sum of its
     -- credit_draws, kept here by the transaction that draws (under the customer's lock).
     drawn           BIGINT  NOT NULL DEFAULT 0,
+    -- The part of `drawn` that expiry took (so that credits a refund or a dispute moves after
+    -- the expiry are expired again, or given back, and the lot owes only what was spent).
+    expired_credits BIGINT  NOT NULL DEFAULT 0,
     -- Unix ms; NULL: the credits never expire.
     expires_at      BIGINT,
     -- When the expiry was written (once; the rest of the lot in an `expire` movement).

@@ -32,6 +32,8 @@ struct Lot {
     granted: i64,
     /// What spends, negative adjustments and the expiry took from it.
     drawn: i64,
+    /// The part of `drawn` the expiry took.
+    expired_credits: i64,
 }
 
 impl Lot {
@@ -52,6 +54,7 @@ type LotRow = (
     i64,
     i64,
     i64,
+    i64,
 );
 
 /// A lot's row and what it holds and gave.
@@ -60,7 +63,7 @@ const LOT_COLUMNS: &str = "\
         CASE WHEN c.order_id IS NULL THEN c.credits ELSE \
             (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
              WHERE l.order_id = c.order_id) END, \
-        c.drawn \
+        c.drawn, c.expired_credits \
     FROM credit_lots c";
 
 /// A customer's lots: soonest to expire first (credits that never expire last), then the
@@ -74,7 +77,8 @@ fn lots_sql() -> String {
 }
 
 fn lot(row: LotRow) -> Lot {
-    let (lot_id, order_id, expires_at, expired_at, created_at, granted, drawn) = row;
+    let (lot_id, order_id, expires_at, expired_at, created_at, granted, drawn, expired_credits) =
+        row;
     Lot {
         lot_id,
         order_id,
@@ -83,6 +87,7 @@ fn lot(row: LotRow) -> Lot {
         created_at,
         granted,
         drawn,
+        expired_credits,
     }
 }
 
@@ -125,12 +130,15 @@ type HoldRow = (
 );
 
 /// A customer's credits inside a request's transaction, locked for it.
+#[derive(Clone)]
 struct Account {
     email: String,
     lots: Vec<Lot>,
     held: i64,
     /// Lots this transaction marked expired.
     expired_now: u64,
+    /// Holds this transaction found past their expiry and released.
+    holds_expired_now: u64,
 }
 
 impl Account {
@@ -145,8 +153,9 @@ impl Account {
                 .execute(sql("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(email))
                 .await?;
         }
-        write_lots(tx, Some(email), packages, i64::MAX).await?;
-        tx.on()
+        write_lots(tx, email, packages).await?;
+        let holds_expired_now = tx
+            .on()
             .execute(
                 sql(
                     "UPDATE credit_holds SET status = 'expired', settled_at = $2 \
@@ -161,34 +170,60 @@ impl Account {
         let mut expired_now = 0;
         for lot in lots
             .iter_mut()
-            .filter(|l| !l.expired && l.expires_at.is_some_and(|at| at <= now))
+            .filter(|l| l.expired || l.expires_at.is_some_and(|at| at <= now))
         {
-            let marked = tx
-                .on()
-                .execute(
-                    sql("UPDATE credit_lots SET expired_at = $2 \
-                         WHERE lot_id = $1 AND expired_at IS NULL")
-                    .bind(&lot.lot_id)
-                    .bind(now),
-                )
-                .await?;
-            lot.expired = true;
-            expired_now += marked;
-            let left = lot.remaining();
-            if marked == 1 && left > 0 {
+            let mut first = false;
+            if !lot.expired {
+                let marked = tx
+                    .on()
+                    .execute(
+                        sql("UPDATE credit_lots SET expired_at = $2 \
+                             WHERE lot_id = $1 AND expired_at IS NULL")
+                        .bind(&lot.lot_id)
+                        .bind(now),
+                    )
+                    .await?;
+                lot.expired = true;
+                expired_now += marked;
+                first = marked == 1;
+            }
+            // An expired lot keeps only what spends took beyond what it holds (owed, after
+            // a refund of spent credits): whatever its ledger did since, expiry takes what is
+            // left, or gives back what a later refund or dispute took from expired credits.
+            let spent = lot.drawn - lot.expired_credits;
+            let kept = (lot.granted - spent).min(0);
+            let correction = lot.remaining() - kept;
+            if correction != 0 {
+                // The expiry itself once per lot; each later correction under its own id.
+                let movement_id = if first {
+                    format!("expire:{}", lot.lot_id)
+                } else {
+                    format!("expire:{}:{}", lot.lot_id, random("c")?)
+                };
                 let movement = Movement {
-                    movement_id: format!("expire:{}", lot.lot_id),
+                    movement_id,
                     kind: "expire",
-                    delta: -left,
+                    delta: -correction,
                     lot_id: Some(&lot.lot_id),
                     ..Movement::new(email, now)
                 };
                 let draw = [Draw {
                     lot_id: lot.lot_id.clone(),
-                    credits: left,
+                    credits: correction,
                 }];
                 movement.write(tx, &draw).await?;
-                lot.drawn += left;
+                tx.on()
+                    .execute(
+                        sql(
+                            "UPDATE credit_lots SET expired_credits = expired_credits + $2 \
+                             WHERE lot_id = $1",
+                        )
+                        .bind(&lot.lot_id)
+                        .bind(correction),
+                    )
+                    .await?;
+                lot.drawn += correction;
+                lot.expired_credits += correction;
             }
         }
         let held: i64 = tx
@@ -206,6 +241,7 @@ impl Account {
             lots,
             held,
             expired_now,
+            holds_expired_now,
         })
     }
 
@@ -274,22 +310,12 @@ impl Account {
     }
 }
 
-/// Writes the lots of unlocked orders that have none (of `email`, or of anyone), at most
-/// `limit`; how many.
-async fn write_lots(
-    tx: &mut Tx,
-    email: Option<&str>,
-    packages: &Packages,
-    limit: i64,
-) -> Result<u64, StoreError> {
-    let statement = match email {
-        Some(_) => format!("{UNLOTTED} AND o.customer_email = $1 LIMIT $2"),
-        None => format!("{UNLOTTED} LIMIT $1"),
-    };
-    let query = match email {
-        Some(email) => sql(statement).bind(email).bind(limit),
-        None => sql(statement).bind(limit),
-    };
+/// Writes the lots of `email`'s unlocked orders that have none; how many.
+async fn write_lots(tx: &mut Tx, email: &str, packages: &Packages) -> Result<u64, StoreError> {
+    let query = sql(format!(
+        "{UNLOTTED} AND o.customer_email = $1 ORDER BY o.order_id"
+    ))
+    .bind(email);
     let rows: Vec<(String, String, Option<String>, i64)> = tx.on().all(query).await?;
     let mut written = 0;
     for (order_id, customer_email, package, unlocked_at) in rows {
@@ -630,37 +656,28 @@ impl Credits<'_> {
         now: i64,
         batch: i64,
     ) -> Result<(u64, u64), StoreError> {
-        let holds = self
-            .pool
-            .on()
-            .execute(
-                sql(
-                    "UPDATE credit_holds SET status = 'expired', settled_at = $1 \
-                     WHERE status = 'active' AND hold_id IN (SELECT hold_id FROM credit_holds \
-                       WHERE status = 'active' AND expires_at <= $1 LIMIT $2)",
-                )
-                .bind(now)
-                .bind(batch),
-            )
-            .await?;
-        let mut tx = self.pool.begin().await?;
-        write_lots(&mut tx, None, packages, batch).await?;
-        tx.commit().await?;
+        // Every change is made by the customer's own transaction, under their lock, as a
+        // request makes it: the customers with holds or lots due, each in turn. (A lot not
+        // written yet expires when its customer is first read or moved: its expiry counts
+        // from the unlock.)
         let due: Vec<String> = self
             .pool
             .on()
             .column(
-                sql("SELECT DISTINCT customer_email FROM credit_lots \
+                sql("SELECT customer_email FROM credit_holds \
+                     WHERE status = 'active' AND expires_at <= $1 \
+                     UNION SELECT customer_email FROM credit_lots \
                      WHERE expired_at IS NULL AND expires_at <= $1 LIMIT $2")
                 .bind(now)
                 .bind(batch),
             )
             .await?;
-        let mut lots = 0;
+        let (mut holds, mut lots) = (0, 0);
         for email in due {
             let mut tx = self.pool.begin().await?;
             let account = Account::open(&mut tx, &email, packages, now).await?;
             tx.commit().await?;
+            holds += account.holds_expired_now;
             lots += account.expired_now;
         }
         Ok((holds, lots))
@@ -788,7 +805,7 @@ async fn carry_out(
                 return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
             };
             let email = row.1.clone();
-            let mut account = Account::open(tx, &email, packages, now).await?;
+            let account = Account::open(tx, &email, packages, now).await?;
             // Read again under the customer's lock: the answer of a concurrent release or of
             // the expiry stands.
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
@@ -800,10 +817,12 @@ async fn carry_out(
             if take > held {
                 return Ok(CreditOutcome::OverCapture(hold_view(row, &account)?));
             }
-            // The hold's own credits are what it may take.
+            // The hold's own credits are what it may take. Drawn on a copy: a refusal below
+            // reports the figures as they stand.
             let available = (account.balance() - (account.held - held)).max(0);
-            let Some(draws) = account.draw(take, available, now) else {
-                return Ok(account.insufficient(account.available()));
+            let mut after = account.clone();
+            let Some(draws) = after.draw(take, available, now) else {
+                return Ok(account.insufficient(available));
             };
             let spend_id = random("sp")?;
             // Settled here first, and only if still active: the upkeep of another instance
@@ -823,6 +842,7 @@ async fn carry_out(
                 ..Movement::new(&email, now)
             };
             movement.write(tx, &draws).await?;
+            let mut account = after;
             account.held -= held;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
             let hold = hold_view(row, &account)?;
@@ -901,6 +921,7 @@ async fn carry_out(
                     created_at: now,
                     granted: *credits,
                     drawn: 0,
+                    expired_credits: 0,
                 });
                 (Some(lot_id), Vec::new(), expires_at)
             } else {

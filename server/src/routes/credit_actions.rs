@@ -56,7 +56,7 @@ async fn adjust(
         return refuse(td_string!(locale, messages.adjust_unconfirmed));
     }
     let limit = state.adjust_limit.0;
-    if operator.role != Role::Admin && credits.abs() > limit {
+    if operator.role != Role::Admin && credits.unsigned_abs() > limit.unsigned_abs() {
         return refuse(&td_string!(locale, messages.adjust_over_limit, limit));
     }
     let lasts = match form.expires.trim() {
@@ -122,6 +122,14 @@ async fn adjust(
             )
         }
         (Ok(Keyed::Fresh(_)), Some(CreditOutcome::Insufficient { available, .. })) => {
+            refuse(&td_string!(locale, messages.adjust_insufficient, available))
+        }
+        // The form was sent before: say what its first answer was.
+        (Ok(Keyed::Replayed(answer)), _) if answer.status >= 400 => {
+            let available = serde_json::from_str::<serde_json::Value>(&answer.body)
+                .ok()
+                .and_then(|body| body["available"].as_i64())
+                .unwrap_or(0);
             refuse(&td_string!(locale, messages.adjust_insufficient, available))
         }
         (Ok(Keyed::Replayed(_)), _) => back(

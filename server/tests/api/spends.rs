@@ -660,6 +660,41 @@ async fn spends_draw_the_soonest_to_expire_lot_first_and_lots_expire_once(backen
     assert_eq!(view.balance, 38);
     assert_eq!(view.expiring, None);
     assert_eq!(shop.ledger_sum().await, 38);
+
+    // The expired lot's order is refunded: the 6 credits that expired are not taken twice;
+    // the 4 that were spent are owed.
+    let refund = json!({
+        "id": "evt_ord_month2_refunded",
+        "object": "event",
+        "type": "charge.refunded",
+        "created": now_ms() / 1000,
+        "livemode": false,
+        "data": { "object": {
+            "id": "ch_ord_month2",
+            "object": "charge",
+            "amount": 4900,
+            "amount_refunded": 4900,
+            "refunded": true,
+            "currency": "chf",
+            "payment_intent": "pi_ord_month2",
+        }},
+    });
+    shop.deliver(&refund).await;
+    let view = shop
+        .app
+        .store
+        .credits()
+        .balance(EMAIL, &packages, later)
+        .await
+        .unwrap();
+    let month2 = view
+        .lots
+        .iter()
+        .find(|l| l.lot_id == "order:ord_month2")
+        .unwrap();
+    assert_eq!((month2.credits, month2.remaining), (0, -4));
+    assert_eq!(view.balance, 34);
+    assert_eq!(shop.ledger_sum().await, 34);
 }
 
 async fn a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops(backend: Backend) {
