@@ -531,6 +531,184 @@ async fn api_orders(
     Ok((opened, refunded, wrong))
 }
 
+/// What the demo's shop did with its customers' credits in a day.
+#[derive(Debug, Default)]
+struct SpendDay {
+    /// Spends and captures made (201).
+    spends: usize,
+    /// Requests sent again under their key and answered with the first answer.
+    replays: usize,
+    /// Spends refused for want of credits (409), as they should be.
+    refused: usize,
+    /// What did not add up.
+    wrong: Vec<String>,
+}
+
+/// The shop spends its customers' credits as a thesis checker would: runs paid for at once,
+/// runs through a hold that are captured (part of it) or released when the check fails,
+/// every request sent twice under its key (a retry after a timeout), and one run larger than
+/// what is left. Then each customer's ledger is read back: it sums to the balance, by kind
+/// `unlocked − revoked − spent − expired + adjusted`, and no key spent twice.
+async fn shop_spends(
+    base: &str,
+    state: &DemoState,
+    client: &reqwest::Client,
+    day: u32,
+) -> Result<SpendDay, SimError> {
+    let mut done = SpendDay::default();
+    for email in ["shop0@demo.example", "shop2@demo.example"] {
+        let key = |what: &str| format!("demo-d{day}-{email}-{what}");
+        // Sends `body` to `path` twice under `key`: the second must be the first's answer.
+        let twice = async |path: String, key: String, body: serde_json::Value| {
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                let response = client
+                    .post(format!("{base}{path}"))
+                    .bearer_auth(&state.api_token)
+                    .header("Idempotency-Key", &key)
+                    .json(&body)
+                    .send()
+                    .await
+                    .map_err(|e| fail("spend API")(e.to_string()))?;
+                let replayed = response.headers().contains_key("idempotent-replayed");
+                let status = response.status().as_u16();
+                let text = response
+                    .text()
+                    .await
+                    .map_err(|e| fail("spend API")(e.to_string()))?;
+                answers.push((status, replayed, text));
+            }
+            Ok::<_, SimError>(answers)
+        };
+        let mut check = |answers: &[(u16, bool, String)], expected: u16, what: &str| {
+            let first = &answers[0];
+            let again = &answers[1];
+            if first.0 != expected {
+                done.wrong
+                    .push(format!("{email} {what}: HTTP {} ({})", first.0, first.2));
+            } else if !again.1 || again.0 != first.0 || again.2 != first.2 {
+                done.wrong.push(format!(
+                    "{email} {what}: the retry was not the first answer"
+                ));
+            } else {
+                done.replays += 1;
+            }
+            serde_json::from_str::<serde_json::Value>(&first.2).unwrap_or_default()
+        };
+        let spends = format!("/api/customers/{email}/spends");
+        let holds = format!("/api/customers/{email}/holds");
+        let run = twice(
+            spends.clone(),
+            key("run"),
+            json!({ "credits": 2, "reference": format!("run-d{day}") }),
+        )
+        .await?;
+        check(&run, 201, "run");
+        let hold = twice(
+            holds.clone(),
+            key("hold1"),
+            json!({ "credits": 5, "reference": format!("check-d{day}-1") }),
+        )
+        .await?;
+        let hold = check(&hold, 201, "hold");
+        let hold_id = hold["hold_id"].as_str().unwrap_or("hold_0").to_owned();
+        let capture = twice(
+            format!("/api/holds/{hold_id}/capture"),
+            key("capture1"),
+            json!({ "credits": 3 }),
+        )
+        .await?;
+        check(&capture, 200, "capture");
+        let failed = twice(
+            holds,
+            key("hold2"),
+            json!({ "credits": 4, "reference": format!("check-d{day}-2") }),
+        )
+        .await?;
+        let failed = check(&failed, 201, "failed check's hold");
+        let failed_id = failed["hold_id"].as_str().unwrap_or("hold_0").to_owned();
+        let release = twice(
+            format!("/api/holds/{failed_id}/release"),
+            key("release2"),
+            json!({}),
+        )
+        .await?;
+        check(&release, 200, "release");
+        let big = twice(
+            spends,
+            key("big"),
+            json!({ "credits": 100_000, "reference": "too big" }),
+        )
+        .await?;
+        check(&big, 409, "a run larger than the balance");
+        done.spends += 2;
+        done.refused += 1;
+
+        // The ledger read back.
+        let get = async |path: String| {
+            client
+                .get(format!("{base}{path}"))
+                .bearer_auth(&state.api_token)
+                .send()
+                .await
+                .map_err(|e| fail("spend API")(e.to_string()))?
+                .json::<serde_json::Value>()
+                .await
+                .map_err(|e| fail("spend API")(e.to_string()))
+        };
+        let balance = get(format!("/api/customers/{email}/balance")).await?;
+        let mut rows = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let page = get(format!("/api/customers/{email}/ledger?cursor={cursor}")).await?;
+            rows.extend(page["rows"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = next.to_owned(),
+                None => break,
+            }
+        }
+        let sum = |kinds: &[&str]| -> i64 {
+            rows.iter()
+                .filter(|r| kinds.contains(&r["kind"].as_str().unwrap_or_default()))
+                .map(|r| r["delta"].as_i64().unwrap_or(0))
+                .sum()
+        };
+        let all = sum(&[
+            "unlock",
+            "revoke",
+            "restore",
+            "dispute_hold",
+            "dispute_release",
+            "spend",
+            "expire",
+            "adjust",
+        ]);
+        let by_kind = sum(&["unlock"])
+            + sum(&["revoke", "restore", "dispute_hold", "dispute_release"])
+            + sum(&["spend"])
+            + sum(&["expire"])
+            + sum(&["adjust"]);
+        if balance["balance"].as_i64() != Some(all) || all != by_kind {
+            done.wrong.push(format!(
+                "{email}: balance {} but the ledger sums to {all}",
+                balance["balance"]
+            ));
+        }
+        let mut keys: Vec<&str> = rows
+            .iter()
+            .filter(|r| r["kind"] == "spend")
+            .filter_map(|r| r["idempotency_key"].as_str())
+            .collect();
+        let spent = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.len() != spent {
+            done.wrong.push(format!("{email}: a key spent twice"));
+        }
+    }
+    Ok(done)
+}
+
 /// One outage a day that only reconciliation repairs: Stripe (the simulator, delivering to
 /// this server) cannot reach the webhook while two customers pay; it retries on its schedule
 /// (three days, compressed) and gives up; the reconciler lists the events from the API and
@@ -638,6 +816,13 @@ pub struct DemoReport {
     pub outage_recovered: u64,
     pub stale_claim: String,
     pub stale_claim_state: String,
+    /// Spends and captures the shop made through the spend API, retries answered with the
+    /// first answer, runs refused for want of credits, and what did not add up in the
+    /// customers' ledgers (empty: each balance is its ledger's sum, no key spent twice).
+    pub spends: usize,
+    pub spend_replays: usize,
+    pub spends_refused: usize,
+    pub credits_wrong: Vec<String>,
 }
 
 pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
@@ -731,6 +916,7 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
     let play = async {
         let (opened, refunded, mut money_wrong) =
             api_orders(&base, &state, &secret, &client, &store, &stripe, state.days).await?;
+        let spent = shop_spends(&base, &state, &client, state.days).await?;
         let outage_recovered =
             outage_repaired_by_reconcile(&base, &state, &client, &store, &stripe, state.days)
                 .await?;
@@ -765,13 +951,17 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
             .map_err(|e| fail("database")(e.to_string()))?;
         Ok::<_, SimError>(DemoReport {
             day: state.days,
-            exactly_once: verdict.exactly_once && money_wrong.is_empty(),
+            exactly_once: verdict.exactly_once && money_wrong.is_empty() && spent.wrong.is_empty(),
             api_orders: opened,
             api_refunds: refunded,
             money_wrong,
             outage_recovered,
             stale_claim: crash,
             stale_claim_state: claim.map_or_else(|| "missing".into(), |c| c.status.to_string()),
+            spends: spent.spends,
+            spend_replays: spent.replays,
+            spends_refused: spent.refused,
+            credits_wrong: spent.wrong,
         })
     };
     let report = tokio::select! {
@@ -781,11 +971,15 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
     if let Some(report) = &report {
         let stale = report.stale_claim_state == ClaimState::Stale.as_str();
         say(&format!(
-            "day {} played: {} orders through the order API ({} refunded); exactly-once {}; \
-             crashed worker's claim {} is {}{}",
+            "day {} played: {} orders through the order API ({} refunded); {} spends of credits \
+             ({} retries answered once, {} refused); exactly-once {}; crashed worker's claim {} \
+             is {}{}",
             report.day,
             report.api_orders,
             report.api_refunds,
+            report.spends,
+            report.spend_replays,
+            report.spends_refused,
             report.exactly_once,
             report.stale_claim,
             report.stale_claim_state,

@@ -59,6 +59,12 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     assert_eq!(day["money_wrong"], serde_json::json!([]), "{stdout}");
     assert_eq!(day["outage_recovered"], 2, "{stdout}");
     assert!(stdout.contains("reconciliation recovered 2"), "{stdout}");
+    // The shop spent its customers' credits: two runs and two captures, every request
+    // retried under its key and answered once, a run too large refused, and the ledgers sum.
+    assert_eq!(day["spends"], 4, "{stdout}");
+    assert_eq!(day["spend_replays"], 12, "{stdout}");
+    assert_eq!(day["spends_refused"], 2, "{stdout}");
+    assert_eq!(day["credits_wrong"], serde_json::json!([]), "{stdout}");
 
     // The invariants, read from the database the demo wrote.
     let db = TestDb::Sqlite {
