@@ -88,9 +88,7 @@ impl FromStr for Packages {
                     let lasts_ms = match lasts {
                         None => None,
                         Some(text) => Some(
-                            crate::text::parse_duration(text)
-                                .ok()
-                                .and_then(|d| i64::try_from(d.as_millis()).ok())
+                            crate::text::duration_ms(text)
                                 .filter(|ms| *ms > 0)
                                 .ok_or_else(|| {
                                     format!("'{entry}': how long the credits last is a duration like 365d or 30d")

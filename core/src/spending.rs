@@ -448,6 +448,19 @@ pub enum Keyed {
     KeyInUse,
 }
 
+impl Keyed {
+    /// What it came to, as metrics name it: `fresh` (the outcome's [`CreditOutcome::result`])
+    /// when carried out now, else replayed, key_reused or key_in_use.
+    pub fn result(&self, fresh: &'static str) -> &'static str {
+        match self {
+            Keyed::Fresh(_) => fresh,
+            Keyed::Replayed(_) => "replayed",
+            Keyed::KeyReused => "key_reused",
+            Keyed::KeyInUse => "key_in_use",
+        }
+    }
+}
+
 /// One lot of a customer's credits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LotView {

@@ -40,6 +40,14 @@ pub fn has_hidden_characters(text: &str, spaces: bool) -> bool {
         .any(|c| c.is_control() || is_format(c) || (c.is_whitespace() && !(spaces && c == ' ')))
 }
 
+/// [`parse_duration`] in milliseconds, as the engine counts time; `None` for what is not a
+/// duration or is longer than it can count.
+pub fn duration_ms(text: &str) -> Option<i64> {
+    parse_duration(text)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_millis()).ok())
+}
+
 /// `90s`, `15m`, `1h`, `3d`, or plain seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();

@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::open;
 use super::output::{Output, print, print_json, table, time};
 use crate::config::flags::DatabaseArgs;
-use crate::config::span::parse_duration;
 use crate::error::ServerError;
 
 #[derive(Debug, Subcommand)]
@@ -176,9 +175,7 @@ pub async fn run(command: CustomersCommand) -> Result<(), ServerError> {
 }
 
 fn duration_ms(text: &str) -> Result<i64, ServerError> {
-    parse_duration(text)
-        .ok()
-        .and_then(|d| i64::try_from(d.as_millis()).ok())
+    claimcheck_core::text::duration_ms(text)
         .ok_or_else(|| ServerError::Command(format!("'{text}' is not a duration like 15m or 90d")))
 }
 

@@ -61,10 +61,7 @@ async fn adjust(
     }
     let lasts = match form.expires.trim() {
         "" => None,
-        text => match claimcheck_core::text::parse_duration(text)
-            .ok()
-            .and_then(|d| i64::try_from(d.as_millis()).ok())
-        {
+        text => match claimcheck_core::text::duration_ms(text) {
             Some(ms) => Some(ms),
             None => return refuse(td_string!(locale, messages.adjust_bad_expiry)),
         },
@@ -103,12 +100,9 @@ async fn adjust(
             },
         )
         .await;
-    let result = match (&keyed, &outcome) {
-        (Ok(Keyed::Fresh(_)), Some(outcome)) => outcome.result(),
-        (Ok(Keyed::Replayed(_)), _) => "replayed",
-        (Ok(Keyed::KeyReused), _) => "key_reused",
-        (Ok(Keyed::KeyInUse), _) => "key_in_use",
-        _ => "storage_error",
+    let result = match &keyed {
+        Ok(keyed) => keyed.result(outcome.as_ref().map_or("", CreditOutcome::result)),
+        Err(_) => "storage_error",
     };
     state.webhook.metrics.credit_request("adjust", result);
     match (keyed, outcome) {

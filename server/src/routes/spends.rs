@@ -178,16 +178,10 @@ async fn apply(
         )
         .await
         .map_err(ApiError::storage)?;
-    let result = match &keyed {
-        Keyed::Fresh(_) => result,
-        Keyed::Replayed(_) => "replayed",
-        Keyed::KeyReused => "key_reused",
-        Keyed::KeyInUse => "key_in_use",
-    };
     state
         .webhook
         .metrics
-        .credit_request(request.operation(), result);
+        .credit_request(request.operation(), keyed.result(result));
     Ok(match keyed {
         Keyed::Fresh(answer) => answered(answer, false),
         Keyed::Replayed(answer) => answered(answer, true),
@@ -251,17 +245,13 @@ async fn hold(
         &bytes,
         r#"{"credits", "reference", "metadata"?, "expires_in"?}"#,
     )?;
-    let expires_in = match body.expires_in.as_deref() {
-        None => None,
-        Some(text) => Some(
-            claimcheck_core::text::parse_duration(text)
-                .ok()
-                .and_then(|d| i64::try_from(d.as_millis()).ok())
-                .ok_or_else(|| {
-                    invalid(SpendError::BadHoldExpiry, StatusCode::UNPROCESSABLE_ENTITY)
-                })?,
-        ),
-    };
+    let expires_in =
+        match body.expires_in.as_deref() {
+            None => None,
+            Some(text) => Some(claimcheck_core::text::duration_ms(text).ok_or_else(|| {
+                invalid(SpendError::BadHoldExpiry, StatusCode::UNPROCESSABLE_ENTITY)
+            })?),
+        };
     let request = CreditRequest::hold(
         &email,
         body.credits,

@@ -310,13 +310,21 @@ async fn an_answer_is_replayed_byte_for_byte_and_a_key_serves_one_request(backen
     assert_eq!(shop.spend("too-much-2", 100).await.0, 201);
     assert_eq!(shop.balance().await["balance"], 15);
 
+    // Keys are kept 30 days: none of today's is forgotten; once forgotten, a key acts anew.
+    let credits = shop.app.store.credits();
+    let month = claimcheck_core::spending::KEYS_KEPT_MS;
+    assert_eq!(credits.prune_keys(now_ms() - month).await.unwrap(), 0);
+    assert_eq!(credits.prune_keys(now_ms() + 1).await.unwrap(), 3);
+    assert_eq!(shop.spend("too-much", 100).await.0, 409);
+    assert_eq!(shop.spends_written().await, 2);
+
     // The metrics count each by what it came to.
     let metrics = shop.app.get_metrics().await;
     for (result, n) in [
         ("done", 2),
         ("replayed", 2),
         ("key_reused", 1),
-        ("insufficient_credits", 1),
+        ("insufficient_credits", 2),
     ] {
         let line = format!(
             r#"claimcheck_credit_requests_total{{operation="spend",result="{result}"}} {n}"#
