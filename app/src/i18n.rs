@@ -295,6 +295,8 @@ pub mod names {
                 td_string!(locale, alerts.condition_reconcile_findings)
             }
             AlertCondition::StorageFull => td_string!(locale, alerts.condition_storage_full),
+            AlertCondition::ExpiredHolds => td_string!(locale, alerts.condition_expired_holds),
+            AlertCondition::CreditsOwed => td_string!(locale, alerts.condition_credits_owed),
         }
         .to_string()
     }

@@ -78,8 +78,21 @@ pub fn batch(batch_id: &str) -> String {
 /// The page that shows what an alert is about: for events a reconcile run recovered, exactly
 /// those events.
 pub fn alert(condition: AlertCondition, detail: Option<&AlertDetail>) -> String {
-    if let Some(AlertDetail::ReconcileRecovered { run: Some(run), .. }) = detail {
-        return format!("/events?run={run}");
+    match detail {
+        Some(AlertDetail::ReconcileRecovered { run: Some(run), .. }) => {
+            return format!("/events?run={run}");
+        }
+        Some(
+            AlertDetail::ExpiredHolds {
+                customer: Some(who),
+                ..
+            }
+            | AlertDetail::CreditsOwed {
+                customer: Some(who),
+                ..
+            },
+        ) => return customer(who),
+        _ => {}
     }
     match condition {
         AlertCondition::FailedClaims => "/claims?status=failed",
@@ -87,7 +100,9 @@ pub fn alert(condition: AlertCondition, detail: Option<&AlertDetail>) -> String 
         AlertCondition::DeliveriesStopped => "/events",
         AlertCondition::SignatureFailures
         | AlertCondition::ReconcileFindings
-        | AlertCondition::StorageFull => "/",
+        | AlertCondition::StorageFull
+        | AlertCondition::ExpiredHolds
+        | AlertCondition::CreditsOwed => "/",
         AlertCondition::IndeterminateRequests => "/requests?status=indeterminate",
     }
     .to_owned()
@@ -119,6 +134,25 @@ mod tests {
             alert(AlertCondition::FailedClaims, None),
             "/claims?status=failed"
         );
+    }
+
+    #[test]
+    fn a_credit_alert_links_to_the_customer_it_names() {
+        let owed = AlertDetail::CreditsOwed {
+            customers: 2,
+            credits: 25,
+            customer: Some("ada+1@example.ch".into()),
+        };
+        assert_eq!(
+            alert(AlertCondition::CreditsOwed, Some(&owed)),
+            "/customers/ada%2B1@example.ch"
+        );
+        let holds = AlertDetail::ExpiredHolds {
+            count: 10,
+            window_secs: 3600,
+            customer: None,
+        };
+        assert_eq!(alert(AlertCondition::ExpiredHolds, Some(&holds)), "/");
     }
 
     #[test]

@@ -35,10 +35,15 @@ pub enum AlertCondition {
     ReconcileFindings,
     /// The database refused writes for lack of space (a full disk).
     StorageFull,
+    /// Holds ran past their expiry (the shop neither captured nor released them), many of
+    /// them lately: the shop's code leaks holds, or the server's upkeep is behind.
+    ExpiredHolds,
+    /// Customers owe credits: a refund or a dispute took back credits they had spent.
+    CreditsOwed,
 }
 
 impl AlertCondition {
-    pub const ALL: [AlertCondition; 7] = [
+    pub const ALL: [AlertCondition; 9] = [
         AlertCondition::FailedClaims,
         AlertCondition::StaleClaims,
         AlertCondition::DeliveriesStopped,
@@ -46,6 +51,8 @@ impl AlertCondition {
         AlertCondition::IndeterminateRequests,
         AlertCondition::ReconcileFindings,
         AlertCondition::StorageFull,
+        AlertCondition::ExpiredHolds,
+        AlertCondition::CreditsOwed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +64,8 @@ impl AlertCondition {
             AlertCondition::IndeterminateRequests => "indeterminate_requests",
             AlertCondition::ReconcileFindings => "reconcile_findings",
             AlertCondition::StorageFull => "storage_full",
+            AlertCondition::ExpiredHolds => "expired_holds",
+            AlertCondition::CreditsOwed => "credits_owed",
         }
     }
 }
@@ -121,6 +130,20 @@ pub enum AlertDetail {
         last_at: i64,
         ongoing: bool,
     },
+    /// Holds whose expiry fell within the window ran out uncaptured and unreleased; the
+    /// customer of the latest of them.
+    ExpiredHolds {
+        count: i64,
+        window_secs: u64,
+        customer: Option<String>,
+    },
+    /// Customers whose balance is below zero, the credits they owe together, and the one
+    /// who owes the most.
+    CreditsOwed {
+        customers: i64,
+        credits: i64,
+        customer: Option<String>,
+    },
 }
 
 impl AlertDetail {
@@ -136,6 +159,8 @@ impl AlertDetail {
                 AlertCondition::ReconcileFindings
             }
             AlertDetail::StorageFull { .. } => AlertCondition::StorageFull,
+            AlertDetail::ExpiredHolds { .. } => AlertCondition::ExpiredHolds,
+            AlertDetail::CreditsOwed { .. } => AlertCondition::CreditsOwed,
         }
     }
 }

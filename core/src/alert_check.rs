@@ -37,6 +37,11 @@ pub struct AlertThresholds {
     pub reconcile_window: Option<Duration>,
     /// Writes refused for lack of space now, or within this long.
     pub storage_full_window: Option<Duration>,
+    /// At least this many holds ran past their expiry within `expired_holds_window` (0: off).
+    pub expired_holds: u64,
+    pub expired_holds_window: Duration,
+    /// A customer owes at least this many credits (0: off).
+    pub credits_owed: u64,
 }
 
 impl Default for AlertThresholds {
@@ -49,6 +54,9 @@ impl Default for AlertThresholds {
             indeterminate_after: Some(Duration::from_secs(5 * 60)),
             reconcile_window: Some(Duration::from_secs(24 * 3600)),
             storage_full_window: Some(Duration::from_secs(15 * 60)),
+            expired_holds: 10,
+            expired_holds_window: Duration::from_secs(3600),
+            credits_owed: 1,
         }
     }
 }
@@ -99,6 +107,17 @@ pub struct Observations {
     /// refusal, last refusal, still refused). Not in the database: a full disk cannot record
     /// itself.
     pub storage_full: Option<(i64, i64, bool)>,
+    /// Holds whose expiry fell within the window and that ran out (released by the server,
+    /// or still waiting for it); `oldest` is the first expiry, the samples hold ids, the
+    /// latest first.
+    pub expired_holds: Tally,
+    /// The customer of the latest expired hold.
+    pub expired_holds_customer: Option<String>,
+    /// Customers owing at least the threshold: how many, the credits they owe together, when
+    /// the first of those refunds or disputes was written; the samples are e-mails, the one
+    /// owing most first.
+    pub owing_customers: Tally,
+    pub credits_owed: i64,
 }
 
 /// A condition that holds, with what it is about.
@@ -239,6 +258,36 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
                 ongoing,
             },
             samples: Vec::new(),
+        });
+    }
+    if thresholds.expired_holds > 0
+        && u64::try_from(obs.expired_holds.count).unwrap_or(0) >= thresholds.expired_holds
+    {
+        let holds = &obs.expired_holds;
+        found.push(Finding {
+            condition: AlertCondition::ExpiredHolds,
+            count: holds.count,
+            since: holds.oldest,
+            detail: AlertDetail::ExpiredHolds {
+                count: holds.count,
+                window_secs: thresholds.expired_holds_window.as_secs(),
+                customer: obs.expired_holds_customer.clone(),
+            },
+            samples: holds.samples.clone(),
+        });
+    }
+    if thresholds.credits_owed > 0 && obs.owing_customers.count > 0 {
+        let owing = &obs.owing_customers;
+        found.push(Finding {
+            condition: AlertCondition::CreditsOwed,
+            count: owing.count,
+            since: owing.oldest,
+            detail: AlertDetail::CreditsOwed {
+                customers: owing.count,
+                credits: obs.credits_owed,
+                customer: owing.samples.first().cloned(),
+            },
+            samples: owing.samples.clone(),
         });
     }
     found
@@ -567,6 +616,58 @@ mod tests {
             conditions(&obs),
             vec![AlertCondition::IndeterminateRequests]
         );
+    }
+
+    #[test]
+    fn expired_holds_hold_from_the_threshold_and_name_a_customer() {
+        let holds = |count| Observations {
+            expired_holds: tally(count, NOW - 30 * MIN),
+            expired_holds_customer: Some("ada@example.ch".into()),
+            ..quiet()
+        };
+        assert!(conditions(&holds(9)).is_empty());
+        let found = evaluate(&holds(10), &AlertThresholds::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].detail,
+            AlertDetail::ExpiredHolds {
+                count: 10,
+                window_secs: 3600,
+                customer: Some("ada@example.ch".into()),
+            }
+        );
+        let off = AlertThresholds {
+            expired_holds: 0,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&holds(50), &off).is_empty());
+    }
+
+    #[test]
+    fn customers_owing_credits_hold_unless_off() {
+        let obs = Observations {
+            owing_customers: Tally {
+                count: 2,
+                oldest: Some(NOW - MIN),
+                samples: vec!["bea@example.ch".into(), "ada@example.ch".into()],
+            },
+            credits_owed: 25,
+            ..quiet()
+        };
+        let found = evaluate(&obs, &AlertThresholds::default());
+        assert_eq!(
+            found[0].detail,
+            AlertDetail::CreditsOwed {
+                customers: 2,
+                credits: 25,
+                customer: Some("bea@example.ch".into()),
+            }
+        );
+        let off = AlertThresholds {
+            credits_owed: 0,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&obs, &off).is_empty());
     }
 
     fn run(claimed: i64, error: Option<&str>, finished_at: i64) -> ReconcileRunView {

@@ -112,6 +112,25 @@ impl AlertWording for AlertWords {
                     td_string!(locale, notify.storage_full_over, since, last)
                 }
             }
+            AlertDetail::ExpiredHolds {
+                count, window_secs, ..
+            } => {
+                let window = self.span(*window_secs);
+                match count {
+                    1 => td_string!(locale, notify.expired_holds_one, window),
+                    n => td_string!(locale, notify.expired_holds_many, n, window),
+                }
+            }
+            AlertDetail::CreditsOwed {
+                customers,
+                credits,
+                customer,
+            } => match (customers, customer) {
+                (1, Some(customer)) => {
+                    td_string!(locale, notify.credits_owed_one, customer, credits)
+                }
+                (n, _) => td_string!(locale, notify.credits_owed_many, n, credits),
+            },
             AlertDetail::ReconcileRecovered {
                 at, actor, claimed, ..
             } => match claimed {

@@ -443,6 +443,76 @@ impl Alerts<'_> {
                 )))
                 .await?;
         }
+        if thresholds.expired_holds > 0 {
+            let since = now - ms(thresholds.expired_holds_window);
+            // Released by the upkeep, or past their expiry and about to be.
+            const RAN_OUT: &str = "FROM credit_holds WHERE status IN ('active', 'expired') \
+                                   AND expires_at <= $1 AND expires_at > $2";
+            let (count, oldest): (i64, Option<i64>) = self
+                .pool
+                .on()
+                .one(
+                    sql(format!("SELECT COUNT(*), MIN(expires_at) {RAN_OUT}"))
+                        .bind(now)
+                        .bind(since),
+                )
+                .await?;
+            if count > 0 {
+                let latest: Vec<(String, String)> = self
+                    .pool
+                    .on()
+                    .all(
+                        sql(format!(
+                            "SELECT hold_id, customer_email {RAN_OUT} \
+                             ORDER BY expires_at DESC, hold_id LIMIT $3"
+                        ))
+                        .bind(now)
+                        .bind(since)
+                        .bind(SAMPLES),
+                    )
+                    .await?;
+                obs.expired_holds_customer = latest.first().map(|(_, email)| email.clone());
+                obs.expired_holds = Tally {
+                    count,
+                    oldest,
+                    samples: latest.into_iter().map(|(hold, _)| hold).collect(),
+                };
+            }
+        }
+        if thresholds.credits_owed > 0 {
+            // Only a refund or a dispute takes a balance below zero (spends and adjustments
+            // never do): the customers with a revoke are the only ones to sum.
+            let owing: Vec<(String, i64, i64)> = self
+                .pool
+                .on()
+                .all(
+                    sql("SELECT email, balance, first_revoke FROM ( \
+                           SELECT r.email AS email, r.first_revoke AS first_revoke, CAST( \
+                             (SELECT COALESCE(SUM(l.delta), 0) FROM credit_ledger l \
+                              JOIN orders o ON o.order_id = l.order_id \
+                              WHERE o.customer_email = r.email) \
+                             + (SELECT COALESCE(SUM(m.delta), 0) FROM credit_movements m \
+                                WHERE m.customer_email = r.email) AS BIGINT) AS balance \
+                           FROM (SELECT o.customer_email AS email, \
+                                        MIN(l.created_at) AS first_revoke \
+                                 FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id \
+                                 WHERE l.kind = 'revoke' AND o.customer_email IS NOT NULL \
+                                 GROUP BY o.customer_email) r \
+                         ) t WHERE balance <= $1 ORDER BY balance, email")
+                    .bind(-i64::try_from(thresholds.credits_owed).unwrap_or(i64::MAX)),
+                )
+                .await?;
+            obs.credits_owed = owing.iter().map(|(_, balance, _)| -balance).sum();
+            obs.owing_customers = Tally {
+                count: i64::try_from(owing.len()).unwrap_or(i64::MAX),
+                oldest: owing.iter().map(|(_, _, at)| *at).min(),
+                samples: owing
+                    .into_iter()
+                    .take(usize::try_from(SAMPLES).unwrap_or(0))
+                    .map(|(email, _, _)| email)
+                    .collect(),
+            };
+        }
         Ok(obs)
     }
 

@@ -248,6 +248,32 @@ pub struct AlertArgs {
         default_value_t = Span::or_zero(AlertThresholds::default().storage_full_window)
     )]
     pub storage_full_window: Span,
+    /// Alert when at least this many holds ran past their expiry, uncaptured and unreleased,
+    /// within `CLAIMCHECK_ALERT_EXPIRED_HOLDS_WINDOW` (`0`: never).
+    #[arg(
+        long = "alert-expired-holds",
+        env = "CLAIMCHECK_ALERT_EXPIRED_HOLDS",
+        value_name = "CLAIMCHECK_ALERT_EXPIRED_HOLDS",
+        default_value_t = AlertThresholds::default().expired_holds
+    )]
+    pub expired_holds: u64,
+    /// The window in which expired holds are counted.
+    #[arg(
+        long = "alert-expired-holds-window",
+        env = "CLAIMCHECK_ALERT_EXPIRED_HOLDS_WINDOW",
+        value_name = "CLAIMCHECK_ALERT_EXPIRED_HOLDS_WINDOW",
+        default_value_t = Span(AlertThresholds::default().expired_holds_window)
+    )]
+    pub expired_holds_window: Span,
+    /// Alert when a customer owes at least this many credits after a refund or a dispute
+    /// (`0`: never).
+    #[arg(
+        long = "alert-credits-owed",
+        env = "CLAIMCHECK_ALERT_CREDITS_OWED",
+        value_name = "CLAIMCHECK_ALERT_CREDITS_OWED",
+        default_value_t = AlertThresholds::default().credits_owed
+    )]
+    pub credits_owed: u64,
     #[command(flatten)]
     pub channels: AlertChannelArgs,
 }
@@ -264,6 +290,9 @@ impl AlertArgs {
                 indeterminate_after: self.indeterminate_after.off_when_zero(),
                 reconcile_window: self.reconcile_window.off_when_zero(),
                 storage_full_window: self.storage_full_window.off_when_zero(),
+                expired_holds: self.expired_holds,
+                expired_holds_window: self.expired_holds_window.0,
+                credits_owed: self.credits_owed,
             },
             repeat: self.repeat.off_when_zero(),
             channels: self.channels.channels()?,

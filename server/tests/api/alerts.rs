@@ -365,6 +365,35 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
 
     // Seven hours on, every condition holds.
     let at = now + 7 * 60 * MIN;
+    // Ten holds ran out within the last hour (six released by the upkeep, four still waiting
+    // for it), one ran out before the window; a refund took back 10 credits of which 4 were
+    // spent.
+    let mut holds = String::new();
+    for i in 0..11 {
+        let (status, expired) = match i {
+            0..=5 => ("expired", at - (20 + i) * MIN),
+            6..=9 => ("active", at - i * MIN),
+            _ => ("expired", at - 2 * 60 * MIN),
+        };
+        holds.push_str(&format!(
+            "INSERT INTO credit_holds (hold_id, customer_email, credits, reference, status, \
+                                       expires_at, created_at) \
+             VALUES ('hold_{i:02}', 'hana@example.ch', 1, 'run-{i}', '{status}', {expired}, {now});"
+        ));
+    }
+    app.db.execute(&holds).await;
+    app.db
+        .execute(&format!(
+            "INSERT INTO orders (order_id, credits, status, payment_status, customer_email, \
+                                 created_at, updated_at) \
+             VALUES ('ord_owed', 10, 'refunded', 'paid', 'olga@example.ch', {now}, {later}); \
+             INSERT INTO credit_ledger (order_id, kind, delta, customer_email, event_id, created_at) \
+             VALUES ('ord_owed', 'unlock', 10, 'olga@example.ch', 'evt_owed_1', {now}), \
+                    ('ord_owed', 'revoke', -10, 'olga@example.ch', 'evt_owed_2', {later}); \
+             INSERT INTO credit_movements (movement_id, customer_email, kind, delta, created_at) \
+             VALUES ('sp_owed', 'olga@example.ch', 'spend', -4, {now});"
+        ))
+        .await;
     let thresholds = AlertThresholds::default();
     let observed = app.store.alerts().observe(&thresholds, at).await.unwrap();
     assert_eq!(observed.failed_claims.count, 1);
@@ -379,6 +408,20 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         ["checkout-session:ord_quiet_2"]
     );
     assert_eq!(observed.last_reconcile.as_ref().unwrap().claimed, 3);
+    assert_eq!(observed.expired_holds.count, 10);
+    assert_eq!(observed.expired_holds.oldest, Some(at - 25 * MIN));
+    assert_eq!(
+        observed.expired_holds.samples,
+        ["hold_06", "hold_07", "hold_08", "hold_09", "hold_00"]
+    );
+    assert_eq!(
+        observed.expired_holds_customer.as_deref(),
+        Some("hana@example.ch")
+    );
+    assert_eq!(observed.owing_customers.count, 1);
+    assert_eq!(observed.owing_customers.samples, ["olga@example.ch"]);
+    assert_eq!(observed.owing_customers.oldest, Some(later));
+    assert_eq!(observed.credits_owed, 4);
     let policy = AlertPolicy {
         thresholds,
         repeat: None,
@@ -399,9 +442,10 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         app.db
             .count("SELECT COUNT(*) FROM alert_deliveries WHERE channel = 'email' AND status = 'pending'")
             .await,
-        6
+        8
     );
-    // Before the thresholds are reached, only the failed claim holds.
+    // Before the thresholds are reached, only the failed claim, the reconcile run and the
+    // debt hold (the holds have not run out yet).
     let early = app
         .store
         .alerts()
@@ -417,7 +461,8 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         held,
         [
             AlertCondition::FailedClaims,
-            AlertCondition::ReconcileFindings
+            AlertCondition::ReconcileFindings,
+            AlertCondition::CreditsOwed
         ]
     );
 }

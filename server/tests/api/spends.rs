@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use claimcheck_core::alert::AlertCondition;
+use claimcheck_core::alert_check::{AlertThresholds, evaluate};
 use claimcheck_core::now_ms;
 use claimcheck_core::spending::{CreditRequest, IdempotencyKey, KeyScope, Keyed};
 use claimcheck_core::token::NewToken;
@@ -590,6 +592,24 @@ async fn holds_past_their_expiry_are_released_once_by_any_number_of_instances(ba
         .map(|r| r.unwrap().0)
         .sum();
     assert_eq!(expired, 5);
+    // Five holds ran out: the alert holds from five on.
+    let thresholds = AlertThresholds {
+        expired_holds: 5,
+        ..AlertThresholds::default()
+    };
+    let observed = shop
+        .app
+        .store
+        .alerts()
+        .observe(&thresholds, later)
+        .await
+        .unwrap();
+    let found = evaluate(&observed, &thresholds);
+    assert_eq!(
+        found.iter().map(|f| f.condition).collect::<Vec<_>>(),
+        [AlertCondition::ExpiredHolds]
+    );
+    assert_eq!(observed.expired_holds_customer.as_deref(), Some(EMAIL));
     assert_eq!(
         shop.app
             .db
@@ -734,6 +754,18 @@ async fn a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops(
     let (status, refused) = shop.spend("after-refund", 1).await;
     assert_eq!(status, 409);
     assert_eq!(refused["error"], "insufficient_credits");
+    // The debt raises its alert, naming the customer, until new credits pay it back.
+    let owing = || async {
+        let observed = shop
+            .app
+            .store
+            .alerts()
+            .observe(&AlertThresholds::default(), now_ms())
+            .await
+            .unwrap();
+        (observed.owing_customers.samples, observed.credits_owed)
+    };
+    assert_eq!(owing().await, (vec![EMAIL.to_owned()], 20));
     // New credits first pay back what is owed.
     shop.unlock("ord_after", None, Some(25)).await;
     let balance = shop.balance().await;
@@ -741,6 +773,7 @@ async fn a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops(
         (balance["balance"].as_i64(), balance["owed"].as_i64()),
         (Some(5), Some(0))
     );
+    assert_eq!(owing().await, (vec![], 0));
     assert_eq!(shop.spend("six", 6).await.0, 409);
     assert_eq!(shop.spend("five", 5).await.0, 201);
     assert_eq!(shop.ledger_sum().await, 0);
