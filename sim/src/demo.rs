@@ -25,6 +25,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::credit_audit::read_back;
 use crate::simulate::{SimulateArgs, run_day};
 use crate::stripe_sim::StripeSim;
 use crate::{Host, SimError};
@@ -645,66 +646,8 @@ async fn shop_spends(
         done.refused += 1;
 
         // The ledger read back.
-        let get = async |path: String| {
-            client
-                .get(format!("{base}{path}"))
-                .bearer_auth(&state.api_token)
-                .send()
-                .await
-                .map_err(|e| fail("spend API")(e.to_string()))?
-                .json::<serde_json::Value>()
-                .await
-                .map_err(|e| fail("spend API")(e.to_string()))
-        };
-        let balance = get(format!("/api/customers/{email}/balance")).await?;
-        let mut rows = Vec::new();
-        let mut cursor = String::new();
-        loop {
-            let page = get(format!("/api/customers/{email}/ledger?cursor={cursor}")).await?;
-            rows.extend(page["rows"].as_array().cloned().unwrap_or_default());
-            match page["next_cursor"].as_str() {
-                Some(next) => cursor = next.to_owned(),
-                None => break,
-            }
-        }
-        let sum = |kinds: &[&str]| -> i64 {
-            rows.iter()
-                .filter(|r| kinds.contains(&r["kind"].as_str().unwrap_or_default()))
-                .map(|r| r["delta"].as_i64().unwrap_or(0))
-                .sum()
-        };
-        let all = sum(&[
-            "unlock",
-            "revoke",
-            "restore",
-            "dispute_hold",
-            "dispute_release",
-            "spend",
-            "expire",
-            "adjust",
-        ]);
-        let by_kind = sum(&["unlock"])
-            + sum(&["revoke", "restore", "dispute_hold", "dispute_release"])
-            + sum(&["spend"])
-            + sum(&["expire"])
-            + sum(&["adjust"]);
-        if balance["balance"].as_i64() != Some(all) || all != by_kind {
-            done.wrong.push(format!(
-                "{email}: balance {} but the ledger sums to {all}",
-                balance["balance"]
-            ));
-        }
-        let mut keys: Vec<&str> = rows
-            .iter()
-            .filter(|r| r["kind"] == "spend")
-            .filter_map(|r| r["idempotency_key"].as_str())
-            .collect();
-        let spent = keys.len();
-        keys.sort_unstable();
-        keys.dedup();
-        if keys.len() != spent {
-            done.wrong.push(format!("{email}: a key spent twice"));
-        }
+        let credits = read_back(client, base, &state.api_token, email).await?;
+        done.wrong.extend(credits.wrong);
     }
     Ok(done)
 }
@@ -912,6 +855,8 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
         // Every event of the day is made and delivered by the simulator, like Stripe would.
         stripe_sim: Some(sim.base_url()),
         package: "thesis-40".into(),
+        // The day's customers spend too, racing their refunds and disputes.
+        spends: args.orders / 2,
     };
     let play = async {
         let (opened, refunded, mut money_wrong) =
@@ -961,7 +906,11 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
             spends: spent.spends,
             spend_replays: spent.replays,
             spends_refused: spent.refused,
-            credits_wrong: spent.wrong,
+            credits_wrong: spent
+                .wrong
+                .into_iter()
+                .chain(verdict.credits_wrong)
+                .collect(),
         })
     };
     let report = tokio::select! {

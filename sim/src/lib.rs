@@ -9,6 +9,7 @@
 pub mod bench_dashboard;
 pub mod bench_ingest;
 pub mod bench_spend;
+mod credit_audit;
 pub mod demo;
 mod error;
 mod host;

@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::SimError;
+use crate::credit_audit::read_back;
 
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
@@ -68,6 +69,11 @@ pub struct SimulateArgs {
     /// The package ordered through the order API (with --stripe-sim).
     #[arg(long, default_value = "thesis-40")]
     pub package: String,
+    /// Spends the shop makes through the spend API while the deliveries flow (each sent
+    /// twice under its Idempotency-Key, spread over the customers, racing the unlocks,
+    /// refunds and disputes); then every customer's ledger is read back.
+    #[arg(long, default_value_t = 100)]
+    pub spends: usize,
 }
 
 /// What happens to one order over the day.
@@ -154,6 +160,7 @@ fn event(id: &str, kind: &str, created: i64, object: Value) -> Vec<u8> {
 #[derive(Debug, Clone)]
 pub struct SimOrder {
     pub order_id: String,
+    pub customer_email: String,
     pub journey: Journey,
     pub credits: i64,
     pub events: Vec<Vec<u8>>,
@@ -294,6 +301,7 @@ pub fn plan_day(run: &str, orders: usize, seed: u64, created: i64) -> Vec<SimOrd
             };
             SimOrder {
                 order_id,
+                customer_email: email,
                 journey,
                 credits,
                 events,
@@ -394,12 +402,152 @@ async fn deliver(
     sent.gave_up += 1;
 }
 
-/// The verdict: every order in its expected state with its expected net credits.
+/// The shop's own backend, spending its customers' credits through the spend API.
+struct Shop<'a> {
+    client: &'a reqwest::Client,
+    targets: &'a [String],
+    token: &'a str,
+    run: &'a str,
+}
+
+/// What the shop's spends came to.
+#[derive(Debug, Default)]
+struct Spent {
+    /// (customer, key) of each spend answered 201.
+    keys: Vec<(String, String)>,
+    /// Refused for want of credits.
+    refused: usize,
+    wrong: Vec<String>,
+}
+
+/// One answer of the spend API.
+struct Answer {
+    status: u16,
+    replayed: bool,
+    body: String,
+}
+
+impl Shop<'_> {
+    /// What this run's spend keys begin with.
+    fn key_prefix(&self) -> String {
+        format!("spend-{}-", self.run)
+    }
+
+    /// `spends` spends of 1 to 5 credits for customers picked at random, `gap` apart: each
+    /// sent to one instance, then again under its key to the next (a retry after a lost
+    /// answer), whose answer must be the first one, replayed. A spend answered 201 must leave
+    /// the balance and the available credits at zero or above.
+    async fn spend_through_the_day(
+        &self,
+        customers: &[String],
+        spends: usize,
+        gap: Option<Duration>,
+        seed: u64,
+    ) -> Spent {
+        let mut dice = Dice(seed.rotate_left(29) | 1);
+        let mut spent = Spent::default();
+        let started = Instant::now();
+        for n in 0..spends {
+            let Some(email) = customers.get((dice.next() % customers.len().max(1) as u64) as usize)
+            else {
+                break;
+            };
+            let credits = 1 + dice.next() % 5;
+            let key = format!("{}{n:05}", self.key_prefix());
+            let body = json!({ "credits": credits, "reference": format!("run-{n}") });
+            let path = format!("/api/customers/{email}/spends");
+            let first = self.send(n, &path, &key, &body).await;
+            let again = self.send(n + 1, &path, &key, &body).await;
+            match (first, again) {
+                (Ok(first), Ok(again)) => {
+                    if !again.replayed || again.status != first.status || again.body != first.body {
+                        spent.wrong.push(format!(
+                            "{key}: the retry was not the first answer (HTTP {} then {})",
+                            first.status, again.status
+                        ));
+                    }
+                    let answer: Value = serde_json::from_str(&first.body).unwrap_or_default();
+                    match first.status {
+                        201 => {
+                            let after = |field: &str| answer[field].as_i64().unwrap_or(-1);
+                            if after("balance_after") < 0 || after("available_after") < 0 {
+                                spent.wrong.push(format!(
+                                    "{key}: a spend left {email} at {} ({} available)",
+                                    answer["balance_after"], answer["available_after"]
+                                ));
+                            }
+                            spent.keys.push((email.clone(), key));
+                        }
+                        409 if answer["error"] == "insufficient_credits" => spent.refused += 1,
+                        status => spent
+                            .wrong
+                            .push(format!("{key}: HTTP {status} ({})", first.body)),
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => spent.wrong.push(format!("{key}: {e}")),
+            }
+            if let Some(gap) = gap
+                && let Some(left) = (gap * (n as u32 + 1)).checked_sub(started.elapsed())
+            {
+                tokio::time::sleep(left).await;
+            }
+        }
+        spent
+    }
+
+    /// One request, sent again under its key after a failed connection or a 5xx (as a shop's
+    /// client retries), up to 5 tries, each to the next instance.
+    async fn send(&self, n: usize, path: &str, key: &str, body: &Value) -> Result<Answer, String> {
+        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        let mut last = String::new();
+        for attempt in 0..5 {
+            if attempt > 0 {
+                tokio::time::sleep(backoff.delay(attempt - 1)).await;
+            }
+            let target = &self.targets[(n + attempt as usize) % self.targets.len()];
+            let response = self
+                .client
+                .post(format!("{target}{path}"))
+                .bearer_auth(self.token)
+                .header("Idempotency-Key", key)
+                .json(body)
+                .send()
+                .await;
+            match response {
+                Ok(response) if response.status().is_server_error() => {
+                    last = format!("HTTP {}", response.status());
+                }
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let replayed = response.headers().contains_key("idempotent-replayed");
+                    let body = response.text().await.map_err(|e| e.to_string())?;
+                    return Ok(Answer {
+                        status,
+                        replayed,
+                        body,
+                    });
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(last)
+    }
+}
+
+/// The verdict: every order in its expected state with its expected net credits, and every
+/// customer's credits adding up.
 #[derive(Debug, Serialize)]
 pub struct Verdict {
     pub exactly_once: bool,
     pub orders: usize,
     pub wrong: Vec<String>,
+    /// Spends answered 201, and refused for want of credits (409).
+    pub spends: usize,
+    pub spends_refused: usize,
+    /// Customers whose balance is not their ledger's sum, a key spent twice or a spend
+    /// answered but missing from the ledger, a spend that took a balance below zero, a retry
+    /// that was not the first answer.
+    pub credits_wrong: Vec<String>,
     pub deliveries: usize,
     pub settled_after_ms: u128,
 }
@@ -431,27 +579,48 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
 
     let started = Instant::now();
     let mut sent = Sent::default();
-    if let Some(sim) = &args.stripe_sim {
-        through_the_simulator(&client, args, sim, &targets, &mut orders, &mut sent).await?;
-    }
     let gap = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / f64::from(args.rate)));
-    for (i, delivery) in plan.iter().enumerate() {
-        let target = &targets[i % targets.len()];
-        deliver(
-            &client,
-            &format!("{target}/webhooks/stripe"),
-            &secret,
-            &delivery.body,
-            &mut sent,
-        )
-        .await;
-        if let Some(gap) = gap {
-            let due = gap * (i as u32 + 1);
-            if let Some(left) = due.checked_sub(started.elapsed()) {
-                tokio::time::sleep(left).await;
-            }
+    let mut customers: Vec<String> = Vec::new();
+    for order in &orders {
+        if !customers.contains(&order.customer_email) {
+            customers.push(order.customer_email.clone());
         }
     }
+    // The spends spread over the time the deliveries take.
+    let expected = plan.len().max(orders.len());
+    let spend_gap = gap.map(|gap| gap * (expected as u32) / (args.spends.max(1) as u32));
+    let shop = Shop {
+        client: &client,
+        targets: &targets,
+        token: &args.api_token,
+        run: &run,
+    };
+    let spending = shop.spend_through_the_day(&customers, args.spends, spend_gap, seed);
+    let delivering = async {
+        if let Some(sim) = &args.stripe_sim {
+            through_the_simulator(&client, args, sim, &targets, &mut orders, &mut sent).await?;
+        }
+        for (i, delivery) in plan.iter().enumerate() {
+            let target = &targets[i % targets.len()];
+            deliver(
+                &client,
+                &format!("{target}/webhooks/stripe"),
+                &secret,
+                &delivery.body,
+                &mut sent,
+            )
+            .await;
+            if let Some(gap) = gap {
+                let due = gap * (i as u32 + 1);
+                if let Some(left) = due.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(left).await;
+                }
+            }
+        }
+        Ok::<_, SimError>(())
+    };
+    let (delivered, spent) = tokio::join!(delivering, spending);
+    delivered?;
     let sent_in = started.elapsed();
 
     // Read every order back until all are where they should be, or time runs out.
@@ -493,6 +662,34 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // Every customer's credits read back: the ledger adds up, and holds each spend answered
+    // 201 once (and nothing else of this run's keys).
+    let mut credits_wrong = spent.wrong;
+    for email in &customers {
+        let credits = read_back(&client, &targets[0], &args.api_token, email).await?;
+        credits_wrong.extend(credits.wrong);
+        let prefix = shop.key_prefix();
+        let mut in_ledger: Vec<&str> = credits
+            .spend_keys
+            .iter()
+            .map(String::as_str)
+            .filter(|k| k.starts_with(&prefix))
+            .collect();
+        let mut answered: Vec<&str> = spent
+            .keys
+            .iter()
+            .filter(|(who, _)| who == email)
+            .map(|(_, key)| key.as_str())
+            .collect();
+        in_ledger.sort_unstable();
+        answered.sort_unstable();
+        if in_ledger != answered {
+            credits_wrong.push(format!(
+                "{email}: spends answered 201 under {answered:?}, the ledger has {in_ledger:?}"
+            ));
+        }
     }
 
     sent.latencies.sort();
@@ -538,9 +735,20 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
             .as_secs_f64()
             * 1000.0
     ));
+    report(&format!(
+        "spends: {} sent twice each, {} spent, {} refused for want of credits, {} customers' \
+         ledgers read back",
+        args.spends,
+        spent.keys.len(),
+        spent.refused,
+        customers.len()
+    ));
     let verdict = Verdict {
-        exactly_once: wrong.is_empty() && sent.gave_up == 0,
+        exactly_once: wrong.is_empty() && sent.gave_up == 0 && credits_wrong.is_empty(),
         orders: orders.len(),
+        spends: spent.keys.len(),
+        spends_refused: spent.refused,
+        credits_wrong,
         deliveries: plan.len(),
         settled_after_ms: started.elapsed().as_millis(),
         wrong,
@@ -551,7 +759,7 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
         verdict.orders,
         verdict.settled_after_ms as f64 / 1000.0
     ));
-    for line in verdict.wrong.iter().take(20) {
+    for line in verdict.wrong.iter().chain(&verdict.credits_wrong).take(20) {
         report(&format!("  wrong: {line}"));
     }
     Ok(verdict)
@@ -564,9 +772,11 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimError> {
         Ok(())
     } else {
         Err(SimError::Failed(format!(
-            "exactly-once verdict false: {} of {} orders are not where they should be",
+            "exactly-once verdict false: {} of {} orders are not where they should be, {} \
+             credit findings",
             verdict.wrong.len(),
-            verdict.orders
+            verdict.orders,
+            verdict.credits_wrong.len()
         )))
     }
 }
@@ -660,7 +870,7 @@ async fn through_the_simulator(
             .json(&json!({
                 "order_id": order.order_id,
                 "package": args.package,
-                "customer_email": format!("customer{}@simulate.example", i % 37),
+                "customer_email": order.customer_email,
             }))
             .send()
             .await

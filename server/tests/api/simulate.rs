@@ -7,6 +7,9 @@ use claimcheck_sim::simulate::{SimulateArgs, run_day};
 
 use crate::helpers::{Backend, WEBHOOK_SECRET, spawn_app_with, spawn_instance};
 
+/// Spends the shop makes while the day's deliveries flow.
+const SPENDS: usize = 60;
+
 /// A fresh API token of `app` (what `claimcheck tokens create` prints).
 async fn api_token(app: &crate::helpers::TestApp) -> String {
     let token = NewToken::generate().unwrap();
@@ -36,9 +39,25 @@ async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
         settle_secs: 60,
         stripe_sim: None,
         package: "thesis-40".into(),
+        spends: SPENDS,
     };
     let verdict = run_day(&args).await.unwrap();
-    assert!(verdict.exactly_once, "{:#?}", verdict.wrong);
+    assert!(
+        verdict.exactly_once,
+        "{:#?} {:#?}",
+        verdict.wrong, verdict.credits_wrong
+    );
+    // Every spend answered, each once in the ledger, racing the unlocks, refunds and
+    // disputes on both instances.
+    assert_eq!(verdict.spends + verdict.spends_refused, SPENDS);
+    assert!(verdict.spends > 0);
+    assert_eq!(
+        first
+            .db
+            .count("SELECT COUNT(*) FROM credit_movements WHERE kind = 'spend'")
+            .await,
+        verdict.spends as i64
+    );
     // And from the database: never two unlocks for one order, never more taken back than
     // was granted.
     assert_eq!(
@@ -81,6 +100,7 @@ async fn a_refused_token_is_reported_not_a_verdict() {
         settle_secs: 5,
         stripe_sim: None,
         package: "thesis-40".into(),
+        spends: SPENDS,
     };
     let error = run_day(&args).await.unwrap_err();
     assert!(error.to_string().contains("API token"), "{error}");
@@ -167,9 +187,15 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
         settle_secs: 60,
         stripe_sim: Some(sim.base_url()),
         package: "thesis-40".into(),
+        spends: SPENDS,
     };
     let verdict = run_day(&args).await.unwrap();
-    assert!(verdict.exactly_once, "{:#?}", verdict.wrong);
+    assert!(
+        verdict.exactly_once,
+        "{:#?} {:#?}",
+        verdict.wrong, verdict.credits_wrong
+    );
+    assert_eq!(verdict.spends + verdict.spends_refused, SPENDS);
     assert_eq!(
         first
             .db
