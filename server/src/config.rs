@@ -121,6 +121,10 @@ pub struct HttpLimits {
     /// The bodies those deliveries may hold in memory together (each counts what it
     /// announces, or the webhook's body limit if it announces nothing); past it, 503 too.
     pub webhook_memory_bytes: usize,
+    /// After the first SIGTERM (or Ctrl-C), `/readyz` answers 503 at once and requests are
+    /// still answered for this long, so the balancer takes this instance out before it stops
+    /// taking connections.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for HttpLimits {
@@ -131,6 +135,7 @@ impl Default for HttpLimits {
             max_connections: 1024,
             webhook_concurrency: 512,
             webhook_memory_bytes: 64 * 1024 * 1024,
+            shutdown_grace: Duration::from_secs(5),
         }
     }
 }

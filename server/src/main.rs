@@ -26,7 +26,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), ServerError> {
     match cli.command {
         Command::Serve(args) => {
-            let stop = shutdown::signal();
+            let stop = shutdown::first_of_two();
             let app = Application::build((*args).into_config()?).await?;
             tracing::info!("serving the dashboard at http://{}", app.local_addr());
             app.run_until(stop).await

@@ -56,6 +56,8 @@ pub(crate) struct AppState {
     pub alert_policy: claimcheck_core::alert_check::AlertPolicy,
     /// The most credits support may adjust at once.
     pub adjust_limit: app::api::AdjustLimit,
+    /// Set once the process is stopping: `/readyz` answers 503.
+    pub stopping: crate::shutdown::Stopping,
 }
 
 pub(crate) fn router(
@@ -65,6 +67,7 @@ pub(crate) fn router(
     metrics: Arc<Metrics>,
     new_claim: Arc<tokio::sync::Notify>,
     bulk: crate::bulk_runs::BulkRuns,
+    stopping: crate::shutdown::Stopping,
 ) -> axum::Router {
     let site = dashboard::Site::of(config);
     let leptos_options = dashboard::leptos_options(&site, local_addr);
@@ -117,6 +120,7 @@ pub(crate) fn router(
         reconcile: config.reconcile.config.clone(),
         bulk,
         alert_policy: crate::startup::alert_policy(config, local_addr),
+        stopping,
     };
     // Everything an operator uses sits behind the session layer and the guard; the webhook,
     // the order API, health and metrics do not (their callers are Stripe, the shop and

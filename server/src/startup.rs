@@ -19,6 +19,7 @@ use crate::config::{ReconcileSchedule, ServeConfig};
 use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::routes;
+use crate::shutdown::Stopping;
 use crate::tasks::{housekeeping, reconcile_periodically};
 
 /// A bound, migrated, ready-to-run server.
@@ -39,6 +40,7 @@ pub struct Application {
     metrics: Arc<Metrics>,
     bulk: BulkRuns,
     alerts: Option<AlertRuntime>,
+    stopping: Stopping,
 }
 
 impl Application {
@@ -89,6 +91,7 @@ impl Application {
             ..config
         };
         let bulk = BulkRuns::new(store.clone(), config.worker.clone(), Arc::clone(&observer));
+        let stopping = Stopping::default();
         let router = routes::router(
             store.clone(),
             &config,
@@ -96,6 +99,7 @@ impl Application {
             Arc::clone(&metrics),
             Arc::clone(&new_claim),
             bulk.clone(),
+            stopping.clone(),
         );
         // Unique per process, whatever the address: two instances (or a restart reusing the
         // address and pid in a container) never share a lease owner.
@@ -129,6 +133,7 @@ impl Application {
                 .map(|api| (api, config.reconcile.clone())),
             metrics,
             bulk,
+            stopping,
             alerts: alert_runtime(&config, local_addr),
         })
     }
@@ -148,8 +153,10 @@ impl Application {
         &self.store
     }
 
-    /// Serves until `shutdown` completes, then lets requests in flight finish and closes
-    /// the database.
+    /// Serves until `shutdown` completes; then `/readyz` answers 503 while requests are still
+    /// answered for the grace period, no new connection is taken, requests in flight and the
+    /// workers' claims in hand finish, and the database is closed: all within
+    /// [`crate::shutdown::STOP_WITHIN`] of the signal.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -195,10 +202,21 @@ impl Application {
             self.packages,
             stopped.clone(),
         )));
-        // Both listeners stop together; requests in flight finish.
+        // At the signal `/readyz` answers 503 and requests are still answered for the grace
+        // period (the balancer takes this instance out); then both listeners stop taking
+        // connections together and requests in flight finish.
+        let grace = self.limits.shutdown_grace;
+        let stopping = self.stopping.clone();
         let (stop_serving, serving) = watch::channel(false);
         let signal = tokio::spawn(async move {
             shutdown.await;
+            stopping.set();
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "stopping: /readyz answers 503; requests are answered for the grace period"
+            );
+            tokio::time::sleep(grace).await;
+            tracing::info!("taking no new connection; finishing requests in flight");
             let _ = stop_serving.send(true);
         });
         let metrics_server = self.metrics_listener.map(|(listener, router)| {
@@ -208,18 +226,41 @@ impl Application {
                 async move { crate::serve::serve(listener, router, &limits, serving).await },
             )
         });
-        crate::serve::serve(self.listener, self.router, &self.limits, serving).await;
+        let mut stopped_serving = serving.clone();
+        let main_server = crate::serve::serve(self.listener, self.router, &self.limits, serving);
+        // Requests still in flight when their part of the stop's time is up are dropped
+        // (the workers keep 5 s of it).
+        let time_up = async {
+            let _ = stopped_serving.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep_until(self.stopping.deadline(Duration::from_secs(5))).await;
+        };
+        tokio::select! {
+            () = main_server => {}
+            () = time_up => {
+                tracing::warn!("requests still in flight at the end of the stop's time; dropping them");
+            }
+        }
         if let Some(metrics_server) = metrics_server {
-            let _ = metrics_server.await;
+            let deadline = self.stopping.deadline(Duration::from_secs(5));
+            let _ = tokio::time::timeout_at(deadline, metrics_server).await;
         }
         signal.abort();
-        // Workers finish the claim in hand; a lease they cannot complete expires and is
-        // rescued by the next instance.
+        // Workers finish the claims in hand (their effects are one transaction each); a lease
+        // a worker cannot complete in time expires and the next instance takes its claim.
         let _ = stop.send(true);
+        let deadline = self.stopping.deadline(Duration::from_secs(1));
         // Bulk re-drives stop between two claims and are left interrupted (resumable).
-        self.bulk.stop(Duration::from_secs(10)).await;
-        for worker in workers {
-            let _ = worker.await;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.bulk.stop(left.min(Duration::from_secs(10))).await;
+        let finishing = async {
+            for worker in workers {
+                let _ = worker.await;
+            }
+        };
+        if tokio::time::timeout_at(deadline, finishing).await.is_err() {
+            tracing::warn!(
+                "a worker is still busy; its lease expires and another instance takes its claim"
+            );
         }
         self.store.close().await;
         tracing::info!("stopped");

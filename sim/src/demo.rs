@@ -116,6 +116,8 @@ impl ServeFlags {
             format!("--checkout-cancel-url=http://{}/", self.shop),
             // The day's outage is repaired by a reconcile run the demo makes itself.
             "--reconcile-interval=0".into(),
+            // No balancer to tell: Ctrl-C stops at once.
+            "--shutdown-grace=0s".into(),
         ];
         if let Some(root) = &self.site_root {
             args.push(format!("--site-root={}", root.display()));

@@ -315,9 +315,32 @@ pub struct LimitArgs {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=u64::from(u32::MAX))
     )]
     pub webhook_memory_bytes: usize,
+    /// After SIGTERM, /readyz answers 503 at once and requests are still answered for this
+    /// long (the balancer notices), then no new connection is taken (at most 20s).
+    #[arg(
+        long = "shutdown-grace",
+        env = "CLAIMCHECK_SHUTDOWN_GRACE",
+        value_name = "CLAIMCHECK_SHUTDOWN_GRACE",
+        default_value_t = Span(HttpLimits::default().shutdown_grace)
+    )]
+    pub shutdown_grace: Span,
 }
 
 impl LimitArgs {
+    /// The grace leaves the requests in flight and the workers at least 10 s of the 30 s a
+    /// stop may take.
+    fn grace(&self) -> Result<Duration, ServerError> {
+        let most = crate::shutdown::STOP_WITHIN - Duration::from_secs(10);
+        if self.shutdown_grace.0 > most {
+            return Err(ServerError::Config(format!(
+                "CLAIMCHECK_SHUTDOWN_GRACE: at most {}s (a stop takes at most {}s)",
+                most.as_secs(),
+                crate::shutdown::STOP_WITHIN.as_secs()
+            )));
+        }
+        Ok(self.shutdown_grace.0)
+    }
+
     fn limits(&self) -> Result<HttpLimits, ServerError> {
         for (setting, span) in [
             ("CLAIMCHECK_HEADER_TIMEOUT", self.header_timeout),
@@ -333,6 +356,7 @@ impl LimitArgs {
             max_connections: self.max_connections,
             webhook_concurrency: self.webhook_concurrency,
             webhook_memory_bytes: self.webhook_memory_bytes,
+            shutdown_grace: self.grace()?,
         })
     }
 }

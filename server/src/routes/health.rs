@@ -1,5 +1,5 @@
-//! `/healthz` (the process answers) and `/readyz` (the database is reachable, migrated and
-//! takes writes).
+//! `/healthz` (the process answers) and `/readyz` (the process is not stopping, and the
+//! database is reachable, migrated and takes writes).
 
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use claimcheck_core::{Store, Writes};
 use serde_json::json;
 
 use super::AppState;
+use crate::shutdown::Stopping;
 
 /// How long `/readyz` waits for the database before calling it unavailable.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -26,8 +27,16 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
-async fn readyz(State(store): State<Store>) -> Response {
+async fn readyz(State(store): State<Store>, State(stopping): State<Stopping>) -> Response {
     let backend = store.backend().as_str();
+    // First of all: the balancer must stop sending here while requests are still answered.
+    if stopping.is_set() {
+        return not_ready(
+            backend,
+            "the server is shutting down; requests are still answered for the grace period"
+                .to_owned(),
+        );
+    }
     // A full disk still answers reads: only the writes this process made can tell.
     if let Writes::RefusedFull { since } = store.write_health().writes() {
         let since = chrono::DateTime::from_timestamp_millis(since)

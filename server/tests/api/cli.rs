@@ -76,9 +76,16 @@ fn an_unreachable_database_is_a_clear_error_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-#[test]
-fn serve_stops_cleanly_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
+/// `claimcheck serve` on a fresh SQLite file with this shutdown grace: the process, its
+/// address, and the rest of its log.
+fn serve_with_grace(
+    dir: &tempfile::TempDir,
+    grace: &str,
+) -> (
+    KillOnDrop,
+    String,
+    impl Iterator<Item = String> + Send + 'static,
+) {
     let mut server = KillOnDrop(
         claimcheck()
             .arg("serve")
@@ -87,16 +94,18 @@ fn serve_stops_cleanly_on_sigterm() {
                 format!("sqlite://{}/c.db", dir.path().display()),
             )
             .env("CLAIMCHECK_BIND", "127.0.0.1:0")
+            .env("CLAIMCHECK_SHUTDOWN_GRACE", grace)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let mut lines = BufReader::new(server.0.stderr.take().unwrap()).lines();
+    let mut lines = BufReader::new(server.0.stderr.take().unwrap())
+        .lines()
+        .map(|l| l.unwrap());
     // Wait for the line that says the server listens.
     let listening = lines
         .by_ref()
-        .map(|l| l.unwrap())
         .find(|l| l.contains("serving the dashboard at"))
         .expect("the server never said it was listening");
     let addr = listening
@@ -105,28 +114,119 @@ fn serve_stops_cleanly_on_sigterm() {
         .unwrap()
         .trim()
         .to_owned();
-    std::net::TcpStream::connect(&addr).expect("the server is not listening");
+    (server, addr, lines)
+}
 
+/// The status of `GET path` on `addr`, or `None` when nothing answers.
+fn status_of(addr: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(addr).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn sigterm(server: &KillOnDrop) {
     let kill = Command::new("kill")
         .args(["-TERM", &server.0.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
+}
 
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
+/// Waits for the process to exit, at most `within`.
+fn exit_within(server: &mut KillOnDrop, within: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
         if let Some(status) = server.0.try_wait().unwrap() {
-            break status;
+            return status;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no exit after SIGTERM"
+            "no exit in {within:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+}
+
+/// A rolling restart's stop: at SIGTERM `/readyz` answers 503 at once so the balancer takes
+/// the instance out, requests are still answered for the grace period, then the process
+/// takes no connection and exits 0 (well within the 30 s a stop may take).
+#[test]
+fn sigterm_turns_readyz_away_answers_through_the_grace_then_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr, lines) = serve_with_grace(&dir, "3s");
+    assert_eq!(status_of(&addr, "/readyz"), Some(200));
+    sigterm(&server);
+    let signalled = std::time::Instant::now();
+    let deadline = signalled + Duration::from_secs(2);
+    while status_of(&addr, "/readyz") != Some(503) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz never said 503"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Still answering, for the balancer's sake.
+    assert_eq!(status_of(&addr, "/healthz"), Some(200));
+    let status = exit_within(&mut server, Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
-    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(3),
+        "stopped before the grace period was over"
+    );
+    assert_eq!(status_of(&addr, "/healthz"), None);
+    let rest: Vec<String> = lines.collect();
     assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
+}
+
+/// A second SIGTERM during the grace period stops at once, and says it did not finish.
+#[test]
+fn a_second_sigterm_stops_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr, lines) = serve_with_grace(&dir, "20s");
+    sigterm(&server);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while status_of(&addr, "/readyz") != Some(503) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz never said 503"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sigterm(&server);
+    // Far sooner than the 20 s grace.
+    let status = exit_within(&mut server, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let rest: Vec<String> = lines.collect();
+    assert!(
+        rest.iter().any(|l| l.contains("a second signal")),
+        "{rest:?}"
+    );
+}
+
+/// A grace that would leave no time for the requests in flight is refused.
+#[test]
+fn a_shutdown_grace_past_twenty_seconds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = claimcheck()
+        .arg("serve")
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/c.db", dir.path().display()),
+        )
+        .env("CLAIMCHECK_SHUTDOWN_GRACE", "25s")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CLAIMCHECK_SHUTDOWN_GRACE"), "{stderr}");
 }
 
 #[test]

@@ -302,6 +302,12 @@ pub fn test_config(database_url: &str) -> ServeConfig {
             database_every: Duration::ZERO,
             ..Default::default()
         },
+        // An instance a test stops stops at once (no balancer to tell); the grace itself is
+        // tested through the binary.
+        limits: claimcheck_server::config::HttpLimits {
+            shutdown_grace: Duration::ZERO,
+            ..Default::default()
+        },
         ..ServeConfig::default()
     }
 }
