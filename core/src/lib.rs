@@ -78,8 +78,8 @@ pub use store::{
     AlertDeliveryView, AlertView, AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark,
     ClaimOutcome, ClaimSummary, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DayFigures,
     DeliveryView, DueDelivery, EventFilter, Fulfilled, History, LeasedClaim, LedgerEntryView,
-    LoggedDelivery, MigrationStatus, NewOrder, NotRefundable, OperatorCredentials, OperatorView,
-    OrderCreation, OrderFilter, OrderHistory, OrderLine, OrderView, ReconcileRunView, Recorded,
-    RequestOutcome, RequestStatus, SelectedClaim, Store, StoreOptions, StripeRequestView,
+    LoggedDelivery, MigrationRow, MigrationStatus, NewOrder, NotRefundable, OperatorCredentials,
+    OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine, OrderView, ReconcileRunView,
+    Recorded, RequestOutcome, RequestStatus, SelectedClaim, Store, StoreOptions, StripeRequestView,
     TIMELINE_ROWS, TokenView, WriteHealth, WriteOp, WriteResult, Writes,
 };

@@ -149,6 +149,18 @@ impl MigrationStatus {
     }
 }
 
+/// One migration as `claimcheck migrate --status` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MigrationRow {
+    pub version: i64,
+    pub description: String,
+    /// When it was applied (the database's own words), `None` while pending.
+    pub applied_on: Option<String>,
+    /// Whether this binary ships it (an applied one it does not is a newer version's: a
+    /// rolling deploy runs the previous version beside it).
+    pub known: bool,
+}
+
 /// The store's parts, one per aggregate, each a borrowed handle on the same pool:
 /// `store.claims().lease_due(…)`, `store.orders().get(…)`.
 macro_rules! aggregates {
@@ -294,6 +306,47 @@ impl Store {
             expected: expected.len(),
             missing,
         })
+    }
+
+    /// Every migration this binary ships and every one the database has applied, by version.
+    pub async fn migrations(&self) -> Result<Vec<MigrationRow>, StoreError> {
+        let applied: Vec<(i64, String, String)> = if self.has_migrations_table().await? {
+            self.pool
+                .on()
+                .all(sql(
+                    "SELECT version, description, CAST(installed_on AS TEXT) \
+                     FROM _sqlx_migrations WHERE success = TRUE",
+                ))
+                .await?
+        } else {
+            Vec::new()
+        };
+        let mut rows: Vec<MigrationRow> = self
+            .migrator()
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration())
+            .map(|m| MigrationRow {
+                version: m.version,
+                description: m.description.to_string(),
+                applied_on: applied
+                    .iter()
+                    .find(|(v, _, _)| *v == m.version)
+                    .map(|(_, _, on)| on.clone()),
+                known: true,
+            })
+            .collect();
+        for (version, description, on) in applied {
+            if !rows.iter().any(|r| r.version == version) {
+                rows.push(MigrationRow {
+                    version,
+                    description,
+                    applied_on: Some(on),
+                    known: false,
+                });
+            }
+        }
+        rows.sort_by_key(|r| r.version);
+        Ok(rows)
     }
 
     async fn has_migrations_table(&self) -> Result<bool, StoreError> {

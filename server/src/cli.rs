@@ -33,7 +33,7 @@ pub enum Command {
     /// Serve the Stripe webhook endpoint and the operator dashboard.
     Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
-    Migrate(DatabaseArgs),
+    Migrate(crate::commands::migrate::MigrateArgs),
     /// Inspect claims on Stripe events, and re-drive a stuck one.
     Claims {
         #[command(subcommand)]

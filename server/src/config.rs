@@ -49,6 +49,17 @@ pub struct ServeConfig {
     /// What one client may hold of the server: connections, time to send headers and
     /// bodies, deliveries at once.
     pub limits: HttpLimits,
+    /// Whether `serve` applies pending migrations at start.
+    pub migrate: MigrateMode,
+}
+
+/// Whether `serve` applies pending migrations at start (`auto`), or refuses to start while
+/// one this binary ships is not applied (`off`: `claimcheck migrate` is its own deploy step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MigrateMode {
+    #[default]
+    Auto,
+    Off,
 }
 
 /// `/metrics`: open on the main listener by default, like `/healthz`.
@@ -280,6 +291,7 @@ impl Default for ServeConfig {
             alerts: AlertsConfig::default(),
             metrics: MetricsConfig::default(),
             limits: HttpLimits::default(),
+            migrate: MigrateMode::default(),
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::alerts::AlertRuntime;
 use crate::bulk_runs::BulkRuns;
-use crate::config::{ReconcileSchedule, ServeConfig};
+use crate::config::{MigrateMode, ReconcileSchedule, ServeConfig};
 use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::routes;
@@ -52,7 +52,27 @@ impl Application {
         let store = Store::connect(&config.database_url, &StoreOptions::default())
             .await
             .map_err(store_error)?;
-        store.migrate().await.map_err(store_error)?;
+        match config.migrate {
+            MigrateMode::Auto => store.migrate().await.map_err(store_error)?,
+            MigrateMode::Off => {
+                let pending: Vec<String> = store
+                    .migrations()
+                    .await
+                    .map_err(store_error)?
+                    .into_iter()
+                    .filter(|m| m.applied_on.is_none())
+                    .map(|m| format!("{:04} {}", m.version, m.description))
+                    .collect();
+                if !pending.is_empty() {
+                    return Err(ServerError::Config(format!(
+                        "CLAIMCHECK_MIGRATE=off and the database lacks {} migration(s) this \
+                         version needs: {}; run `claimcheck migrate` first",
+                        pending.len(),
+                        pending.join(", ")
+                    )));
+                }
+            }
+        }
 
         let listener =
             TcpListener::bind(config.bind)

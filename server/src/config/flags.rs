@@ -18,8 +18,8 @@ use clap::{Args, ValueEnum};
 use super::span::Span;
 
 use super::{
-    DEFAULT_DATABASE_URL, DashboardConfig, HttpLimits, MetricsConfig, MetricsToken, PublicUrl,
-    ReconcileSchedule, ServeConfig, WebhookConfig,
+    DEFAULT_DATABASE_URL, DashboardConfig, HttpLimits, MetricsConfig, MetricsToken, MigrateMode,
+    PublicUrl, ReconcileSchedule, ServeConfig, WebhookConfig,
 };
 use crate::client_ip::{ClientAddress, ClientIpHeader, TrustedProxies};
 use crate::error::ServerError;
@@ -58,6 +58,16 @@ impl DatabaseArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub database: DatabaseArgs,
+    /// `auto`: apply pending migrations at start; `off`: refuse to start while one is
+    /// pending, naming it (migrations run as their own deploy step, `claimcheck migrate`).
+    #[arg(
+        long,
+        env = "CLAIMCHECK_MIGRATE",
+        value_name = "CLAIMCHECK_MIGRATE",
+        value_enum,
+        default_value_t = MigrateMode::Auto
+    )]
+    pub migrate: MigrateMode,
     /// Address and port to listen on.
     #[arg(
         long,
@@ -563,6 +573,7 @@ impl ServeArgs {
             )
         };
         Ok(ServeConfig {
+            migrate: self.migrate,
             database_url: self.database.database_url,
             bind: self.bind,
             site_root: self.site_root,

@@ -84,7 +84,19 @@ fn serve_with_grace(
 ) -> (
     KillOnDrop,
     String,
-    impl Iterator<Item = String> + Send + 'static,
+    impl Iterator<Item = String> + Send + use<>,
+) {
+    serve_with(dir, &[("CLAIMCHECK_SHUTDOWN_GRACE", grace)])
+}
+
+/// `claimcheck serve` on the SQLite file in `dir` with these settings.
+fn serve_with(
+    dir: &tempfile::TempDir,
+    settings: &[(&str, &str)],
+) -> (
+    KillOnDrop,
+    String,
+    impl Iterator<Item = String> + Send + use<>,
 ) {
     let mut server = KillOnDrop(
         claimcheck()
@@ -94,7 +106,7 @@ fn serve_with_grace(
                 format!("sqlite://{}/c.db", dir.path().display()),
             )
             .env("CLAIMCHECK_BIND", "127.0.0.1:0")
-            .env("CLAIMCHECK_SHUTDOWN_GRACE", grace)
+            .envs(settings.iter().copied())
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -209,6 +221,87 @@ fn a_second_sigterm_stops_at_once() {
         rest.iter().any(|l| l.contains("a second signal")),
         "{rest:?}"
     );
+}
+
+/// Migrations as their own deploy step: `migrate --status` lists what is applied and what
+/// is pending; `serve` with `CLAIMCHECK_MIGRATE=off` refuses a database that lacks one and
+/// names it, and starts once `migrate` ran, also beside a newer version's migration.
+#[test]
+fn migrations_can_be_listed_and_left_to_their_own_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/c.db", dir.path().display());
+    let status = |json: bool| {
+        let mut command = claimcheck();
+        command
+            .args(["migrate", "--status"])
+            .env("DATABASE_URL", &url);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let before = status(false);
+    assert!(before.contains("0001"), "{before}");
+    assert!(before.contains("0 applied"), "{before}");
+    assert!(!before.contains("applied 2"), "{before}");
+
+    let refused = claimcheck()
+        .arg("serve")
+        .env("DATABASE_URL", &url)
+        .env("CLAIMCHECK_MIGRATE", "off")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("CLAIMCHECK_MIGRATE=off"), "{stderr}");
+    assert!(stderr.contains("0001 claims"), "{stderr}");
+    assert!(stderr.contains("claimcheck migrate"), "{stderr}");
+
+    let migrated = claimcheck()
+        .arg("migrate")
+        .env("DATABASE_URL", &url)
+        .status()
+        .unwrap();
+    assert!(migrated.success());
+    let after = status(false);
+    assert!(after.contains(" 0 pending"), "{after}");
+    assert!(!after.contains("pending\n0"), "{after}");
+    let rows: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert!(rows.iter().any(|r| r["version"] == 28));
+    assert!(
+        rows.iter()
+            .all(|r| r["applied_on"].is_string() && r["known"] == true)
+    );
+
+    // A newer version migrated the database further: this one still serves beside it.
+    record_a_newer_migration(&url);
+    let listed = status(false);
+    assert!(listed.contains("by a newer version"), "{listed}");
+    let (_server, addr, _lines) = serve_with(&dir, &[("CLAIMCHECK_MIGRATE", "off")]);
+    assert_eq!(status_of(&addr, "/readyz"), Some(200));
+}
+
+/// Records migration 9999 as applied, as a newer version would.
+fn record_a_newer_migration(url: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, installed_on, success, \
+             checksum, execution_time) VALUES (9999, 'a newer version', CURRENT_TIMESTAMP, 1, \
+             x'00', 0)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    });
 }
 
 /// A grace that would leave no time for the requests in flight is refused.
