@@ -19,6 +19,7 @@ mod serve;
 pub mod sessions;
 pub mod shutdown;
 pub mod startup;
+mod systemd;
 mod tasks;
 pub mod telemetry;
 

@@ -225,12 +225,15 @@ impl Application {
         // At the signal `/readyz` answers 503 and requests are still answered for the grace
         // period (the balancer takes this instance out); then both listeners stop taking
         // connections together and requests in flight finish.
+        workers.push(tokio::spawn(crate::systemd::feed_watchdog(stopped.clone())));
+        crate::systemd::ready();
         let grace = self.limits.shutdown_grace;
         let stopping = self.stopping.clone();
         let (stop_serving, serving) = watch::channel(false);
         let signal = tokio::spawn(async move {
             shutdown.await;
             stopping.set();
+            crate::systemd::stopping();
             tracing::info!(
                 grace_ms = grace.as_millis() as u64,
                 "stopping: /readyz answers 503; requests are answered for the grace period"

@@ -304,6 +304,76 @@ fn record_a_newer_migration(url: &str) {
     });
 }
 
+/// Under systemd (`Type=notify`): READY once migrated and listening, the watchdog fed while
+/// `WatchdogSec` is set, STOPPING at SIGTERM; observed on a `NOTIFY_SOCKET` of our own.
+#[test]
+fn systemd_hears_ready_the_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let socket_path = socket_path.display().to_string();
+    let (mut server, addr, _lines) = serve_with(
+        &dir,
+        &[
+            ("NOTIFY_SOCKET", socket_path.as_str()),
+            // 400 ms: fed every 200 ms.
+            ("WATCHDOG_USEC", "400000"),
+            ("CLAIMCHECK_SHUTDOWN_GRACE", "0s"),
+        ],
+    );
+    let mut heard = Vec::new();
+    let hear_until = |wanted: &str, heard: &mut Vec<String>| {
+        let mut buffer = [0u8; 512];
+        while !heard
+            .iter()
+            .any(|m: &String| m.lines().any(|l| l == wanted))
+        {
+            let n = socket
+                .recv(&mut buffer)
+                .unwrap_or_else(|e| panic!("no {wanted} after {heard:?}: {e}"));
+            heard.push(String::from_utf8_lossy(&buffer[..n]).into_owned());
+        }
+    };
+    hear_until("READY=1", &mut heard);
+    assert_eq!(status_of(&addr, "/readyz"), Some(200));
+    hear_until("WATCHDOG=1", &mut heard);
+    sigterm(&server);
+    hear_until("STOPPING=1", &mut heard);
+    let status = exit_within(&mut server, Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    // READY came before anything else.
+    assert!(heard[0].lines().any(|l| l == "READY=1"), "{heard:?}");
+}
+
+/// The example environment file names every setting `serve` reads.
+#[test]
+fn the_example_environment_names_every_setting() {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../packaging/claimcheck.env.example"
+    ))
+    .unwrap();
+    let help = claimcheck().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let settings: Vec<&str> = help
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next())
+        .collect();
+    assert!(settings.len() > 40, "{help}");
+    let missing: Vec<&&str> = settings
+        .iter()
+        .filter(|setting| !example.contains(&format!("{setting}=")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in claimcheck.env.example: {missing:?}"
+    );
+}
+
 /// A grace that would leave no time for the requests in flight is refused.
 #[test]
 fn a_shutdown_grace_past_twenty_seconds_is_refused() {
