@@ -74,6 +74,8 @@ impl Application {
             }
         }
 
+        crate::tasks::adopt_ignored(&store).await;
+
         let listener =
             TcpListener::bind(config.bind)
                 .await
@@ -225,8 +227,9 @@ impl Application {
         // At the signal `/readyz` answers 503 and requests are still answered for the grace
         // period (the balancer takes this instance out); then both listeners stop taking
         // connections together and requests in flight finish.
-        workers.push(tokio::spawn(crate::systemd::feed_watchdog(stopped.clone())));
+        // READY first, then the watchdog's pings.
         crate::systemd::ready();
+        workers.push(tokio::spawn(crate::systemd::feed_watchdog(stopped.clone())));
         let grace = self.limits.shutdown_grace;
         let stopping = self.stopping.clone();
         let (stop_serving, serving) = watch::channel(false);
