@@ -20,6 +20,8 @@ pub mod outgoing;
 pub mod text;
 
 #[cfg(feature = "store")]
+pub mod adoption;
+#[cfg(feature = "store")]
 pub mod alert_check;
 #[cfg(feature = "store")]
 pub mod alert_handling;

@@ -161,6 +161,8 @@ impl Ingestion {
                 envelope: Some(envelope),
                 outcome: DeliveryOutcome::Ignored,
                 received_at: now_ms,
+                // A later version that acts on the type adopts it from here.
+                payload: Some(payload.to_owned()),
             },
         };
         let accepted = match self.writer.write(op).await? {
@@ -190,6 +192,7 @@ impl Ingestion {
             outcome: refusal.outcome(),
             detail: Some(refusal.to_string()),
             received_at: now_ms,
+            payload: None,
         };
         if let Err(error) = self.writer.write(op).await {
             tracing::error!(

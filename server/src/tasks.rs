@@ -16,6 +16,23 @@ use crate::metrics::Metrics;
 /// Runs the reconciler every `schedule.interval`, the first time shortly after start. A run
 /// another instance holds is skipped; a failed run is logged and changes nothing. The run
 /// reports itself to the client's observer (the metrics).
+/// Claims the deliveries an earlier version recorded as ignored whose type this one acts on
+/// (at start-up and before each reconcile run); a failure is logged and tried again then.
+pub(crate) async fn adopt_ignored(store: &Store) {
+    match claimcheck_core::adoption::adopt_ignored(store, claimcheck_core::now_ms()).await {
+        Ok(adopted) if adopted.claimed + adopted.twins > 0 => tracing::warn!(
+            claimed = adopted.claimed,
+            twins = adopted.twins,
+            "adopted deliveries an earlier version recorded as ignored"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            "cannot adopt ignored deliveries; trying again at the next reconcile run or start"
+        ),
+    }
+}
+
 pub(crate) async fn reconcile_periodically(
     store: Store,
     api: StripeApi,
@@ -32,6 +49,7 @@ pub(crate) async fn reconcile_periodically(
             return;
         }
         wait = schedule.interval;
+        adopt_ignored(&store).await;
         let outcome = claimcheck_core::reconcile::run(
             &store,
             &api,
@@ -92,6 +110,19 @@ pub(crate) async fn housekeeping(
                     "pruning failed; trying again later"
                 ),
             }
+        }
+        // An ignored delivery's payload waits this long for a version that acts on its type.
+        let adopt_within =
+            i64::try_from(claimcheck_core::adoption::ADOPT_WITHIN.as_millis()).unwrap_or(0);
+        if let Err(error) = store
+            .claims()
+            .forget_ignored_payloads(claimcheck_core::now_ms() - adopt_within, 1000)
+            .await
+        {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "cannot forget old ignored payloads; trying again later"
+            );
         }
         match store
             .sessions()

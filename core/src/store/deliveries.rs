@@ -1,5 +1,6 @@
 //! Writing deliveries and claims: the one transaction the webhook answers after.
 
+use super::query::sql;
 use super::{BeginWrite, Claims, Pool, Write};
 use crate::error::StoreError;
 use crate::ids::{EventId, ObjectId};
@@ -40,6 +41,9 @@ pub enum WriteOp {
         outcome: DeliveryOutcome,
         detail: Option<String>,
         received_at: i64,
+        /// An ignored delivery's body, kept for a later version that acts on its type
+        /// ([`crate::adoption`]).
+        payload: Option<String>,
     },
 }
 
@@ -74,6 +78,7 @@ struct NewDelivery<'a> {
     detail: Option<&'a str>,
     received_at: i64,
     source: ClaimSource,
+    payload: Option<&'a str>,
 }
 
 impl<'a> NewDelivery<'a> {
@@ -94,6 +99,7 @@ impl<'a> NewDelivery<'a> {
             detail,
             received_at,
             source: ClaimSource::Webhook,
+            payload: None,
         }
     }
 }
@@ -124,8 +130,9 @@ const MARK_INDEXED: &str =
 
 const INSERT_DELIVERY: &str = "\
     INSERT INTO webhook_deliveries \
-        (event_id, event_type, object_id, outcome, duplicate_of, detail, received_at, source) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+        (event_id, event_type, object_id, outcome, duplicate_of, detail, received_at, source, \
+         payload) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// The statements of ingestion, bound once per backend. What chains them (the duplicate
 /// and twin rules) is written once, in [`apply_write`].
@@ -216,6 +223,7 @@ macro_rules! impl_ingest_tx {
                         .bind(row.detail)
                         .bind(row.received_at)
                         .bind(row.source.as_str())
+                        .bind(row.payload)
                         .execute(&mut **self)
                         .await?;
                     Ok(())
@@ -276,10 +284,12 @@ async fn apply_write<T: IngestTx + BulkIngestTx + Send>(
             outcome,
             detail,
             received_at,
+            payload,
         } = op
         {
-            let row =
+            let mut row =
                 NewDelivery::new(envelope.as_ref(), *outcome, detail.as_deref(), *received_at);
+            row.payload = payload.as_deref();
             log_delivery(tx, &row, true).await?;
         }
         return Ok(WriteResult::Recorded);
@@ -534,6 +544,88 @@ impl Claims<'_> {
             Pool::Sqlite(db) => apply_all(db.begin_write().await?, ops, claims).await,
             Pool::Postgres(pool) => apply_all(pool.begin_write().await?, ops, claims).await,
         }
+    }
+}
+
+/// A delivery recorded as `ignored` that a version acting on its type may adopt.
+#[derive(Debug, Clone)]
+pub struct IgnoredDelivery {
+    pub id: i64,
+    pub received_at: i64,
+    pub payload: String,
+}
+
+impl Claims<'_> {
+    /// Up to `limit` deliveries of `types` recorded as ignored after `since` with their
+    /// payload and not adopted yet, oldest first.
+    pub async fn ignored_to_adopt(
+        self,
+        types: &[&'static str],
+        since: i64,
+        limit: i64,
+    ) -> Result<Vec<IgnoredDelivery>, StoreError> {
+        if types.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The names are the engine's own constants (`EventKind::as_str`), never input.
+        let names = types
+            .iter()
+            .map(|t| format!("'{}'", t.replace('\'', "")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows: Vec<(i64, i64, String)> = self
+            .pool
+            .on()
+            .all(
+                sql(format!(
+                    "SELECT id, received_at, payload FROM webhook_deliveries \
+                     WHERE received_at > $1 AND outcome = 'ignored' AND payload IS NOT NULL \
+                     AND adopted_at IS NULL AND event_type IN ({names}) \
+                     ORDER BY received_at, id LIMIT $2"
+                ))
+                .bind(since)
+                .bind(limit),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, received_at, payload)| IgnoredDelivery {
+                id,
+                received_at,
+                payload,
+            })
+            .collect())
+    }
+
+    /// Marks an ignored delivery adopted at `now` and lets its payload go (the claim holds it).
+    pub async fn mark_adopted(self, id: i64, now: i64) -> Result<(), StoreError> {
+        self.pool
+            .on()
+            .execute(
+                sql("UPDATE webhook_deliveries SET adopted_at = $2, payload = NULL WHERE id = $1")
+                    .bind(id)
+                    .bind(now),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Lets the payloads of ignored deliveries received before `before` go, at most `batch`;
+    /// how many.
+    pub async fn forget_ignored_payloads(self, before: i64, batch: i64) -> Result<u64, StoreError> {
+        Ok(self
+            .pool
+            .on()
+            .execute(
+                sql(
+                    "UPDATE webhook_deliveries SET payload = NULL WHERE id IN ( \
+                       SELECT id FROM webhook_deliveries \
+                       WHERE received_at <= $1 AND payload IS NOT NULL LIMIT $2)",
+                )
+                .bind(before)
+                .bind(batch),
+            )
+            .await?)
     }
 }
 

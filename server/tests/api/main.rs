@@ -5,6 +5,7 @@
 mod helpers;
 
 mod access;
+mod adoption;
 mod alert_handling;
 mod alerts;
 mod bulk_redrive;
