@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use crate::error::StoreError;
-use crate::event_kind::EventKind;
 use crate::store::{ClaimOutcome, ClaimSource, Store, WriteOp, WriteResult};
 use crate::webhook::Envelope;
 
@@ -37,14 +36,10 @@ fn ms(d: Duration) -> i64 {
 /// Adopts the deliveries recorded as ignored within [`ADOPT_WITHIN`] before `now` whose type
 /// this version acts on.
 pub async fn adopt_ignored(store: &Store, now: i64) -> Result<Adopted, StoreError> {
-    let acting: Vec<&'static str> = EventKind::acting().map(EventKind::as_str).collect();
     let since = now - ms(ADOPT_WITHIN);
     let mut done = Adopted::default();
     loop {
-        let batch = store
-            .claims()
-            .ignored_to_adopt(&acting, since, BATCH)
-            .await?;
+        let batch = store.claims().ignored_to_adopt(since, BATCH).await?;
         if batch.is_empty() {
             return Ok(done);
         }

@@ -285,26 +285,19 @@ impl Store {
     /// reachable but has never been migrated reports every migration as missing; one that
     /// cannot be reached is an error.
     pub async fn migration_status(&self) -> Result<MigrationStatus, StoreError> {
-        const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success = TRUE";
-        let applied: Vec<i64> = if self.has_migrations_table().await? {
-            self.pool.on().column(sql(APPLIED)).await?
-        } else {
-            Vec::new()
-        };
-        let expected: Vec<i64> = self
-            .migrator()
-            .iter()
-            .filter(|m| m.migration_type.is_up_migration())
-            .map(|m| m.version)
-            .collect();
-        let missing = expected
-            .iter()
-            .copied()
-            .filter(|v| !applied.contains(v))
+        let shipped: Vec<MigrationRow> = self
+            .migrations()
+            .await?
+            .into_iter()
+            .filter(|m| m.known)
             .collect();
         Ok(MigrationStatus {
-            expected: expected.len(),
-            missing,
+            expected: shipped.len(),
+            missing: shipped
+                .iter()
+                .filter(|m| m.applied_on.is_none())
+                .map(|m| m.version)
+                .collect(),
         })
     }
 

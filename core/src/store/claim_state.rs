@@ -44,6 +44,20 @@ macro_rules! redrivable_sql {
 }
 pub(super) use redrivable_sql;
 
+/// ` AND event_type IN (…)`: the types this version fulfils (and so adopts when an earlier
+/// version recorded them as ignored). A claim of another type (a newer version's, during a
+/// rolling deploy or after a rollback) waits for a version that knows it: never leased,
+/// re-driven or failed here. A unit test keeps the list `EventKind::acting()`.
+macro_rules! known_types {
+    () => {
+        " AND event_type IN ('checkout.session.completed', \
+         'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', \
+         'charge.refunded', 'refund.failed', 'charge.dispute.created', 'charge.dispute.closed') "
+    };
+}
+
+pub(super) use known_types;
+
 /// The claims in `state` at the time in parameter `now` (`$1`, say), as a condition on the
 /// stored columns that the status and lease indexes serve (not on the derived state, which
 /// no index could).
@@ -55,5 +69,17 @@ pub(super) fn in_state(state: ClaimState, now: &str) -> String {
         ClaimState::Processed => "status = 'processed'".to_owned(),
         ClaimState::Failed => "(status = 'failed' AND resolved_at IS NULL)".to_owned(),
         ClaimState::Resolved => "(status = 'failed' AND resolved_at IS NOT NULL)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event_kind::EventKind;
+
+    #[test]
+    fn the_known_types_are_the_acting_ones() {
+        let listed: Vec<&str> = known_types!().split('\'').skip(1).step_by(2).collect();
+        let acting: Vec<&str> = EventKind::acting().map(EventKind::as_str).collect();
+        assert_eq!(listed, acting);
     }
 }

@@ -1,5 +1,6 @@
 //! Writing deliveries and claims: the one transaction the webhook answers after.
 
+use super::claim_state::known_types;
 use super::query::sql;
 use super::{BeginWrite, Claims, Pool, Write};
 use crate::error::StoreError;
@@ -556,36 +557,24 @@ pub struct IgnoredDelivery {
 }
 
 impl Claims<'_> {
-    /// Up to `limit` deliveries of `types` recorded as ignored after `since` with their
-    /// payload and not adopted yet, oldest first.
+    /// Up to `limit` deliveries of the types this version acts on, recorded as ignored after
+    /// `since` with their payload and not adopted yet, oldest first.
     pub async fn ignored_to_adopt(
         self,
-        types: &[&'static str],
         since: i64,
         limit: i64,
     ) -> Result<Vec<IgnoredDelivery>, StoreError> {
-        if types.is_empty() {
-            return Ok(Vec::new());
-        }
-        // The names are the engine's own constants (`EventKind::as_str`), never input.
-        let names = types
-            .iter()
-            .map(|t| format!("'{}'", t.replace('\'', "")))
-            .collect::<Vec<_>>()
-            .join(", ");
+        const IGNORED_TO_ADOPT: &str = concat!(
+            "SELECT id, received_at, payload FROM webhook_deliveries \
+             WHERE received_at > $1 AND outcome = 'ignored' AND payload IS NOT NULL \
+             AND adopted_at IS NULL",
+            known_types!(),
+            "ORDER BY received_at, id LIMIT $2"
+        );
         let rows: Vec<(i64, i64, String)> = self
             .pool
             .on()
-            .all(
-                sql(format!(
-                    "SELECT id, received_at, payload FROM webhook_deliveries \
-                     WHERE received_at > $1 AND outcome = 'ignored' AND payload IS NOT NULL \
-                     AND adopted_at IS NULL AND event_type IN ({names}) \
-                     ORDER BY received_at, id LIMIT $2"
-                ))
-                .bind(since)
-                .bind(limit),
-            )
+            .all(sql(IGNORED_TO_ADOPT).bind(since).bind(limit))
             .await?;
         Ok(rows
             .into_iter()

@@ -35,17 +35,24 @@ async fn recorded_as_ignored(app: &TestApp, body: &[u8], received_at: i64) {
         .await;
 }
 
+async fn claims(app: &TestApp) -> i64 {
+    app.db
+        .count("SELECT COUNT(*) FROM processed_stripe_events")
+        .await
+}
+
+async fn unlocks(app: &TestApp) -> i64 {
+    app.db
+        .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
+        .await
+}
+
 async fn a_delivery_an_older_version_ignored_is_adopted_once_when_this_one_starts(
     backend: Backend,
 ) {
     let app = spawn_app_with(backend, |_| {}).await;
     recorded_as_ignored(&app, &fixture(PAID), now_ms() - 3_600_000).await;
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(*) FROM processed_stripe_events")
-            .await,
-        0
-    );
+    assert_eq!(claims(&app).await, 0);
     // This version starts (a second process on the database).
     let (_instance, _stop) = spawn_instance(&app, |_| {}).await;
     assert_eq!(
@@ -67,12 +74,7 @@ async fn a_delivery_an_older_version_ignored_is_adopted_once_when_this_one_start
     );
     let worker = Worker::new(app.store.clone(), "w", WorkerConfig::default());
     while !worker.run_once().await.unwrap().is_empty() {}
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
-            .await,
-        1
-    );
+    assert_eq!(unlocks(&app).await, 1);
     // Stripe's twin of the same action arrives later: a twin.
     let answer = app
         .deliver(&fixture("checkout.session.completed.paid.twin"))
@@ -90,18 +92,8 @@ async fn a_delivery_an_older_version_ignored_is_adopted_once_when_this_one_start
     // Another start adopts nothing more.
     let (_again, _stop_again) = spawn_instance(&app, |_| {}).await;
     while !worker.run_once().await.unwrap().is_empty() {}
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(*) FROM credit_ledger WHERE kind = 'unlock'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(*) FROM processed_stripe_events")
-            .await,
-        1
-    );
+    assert_eq!(unlocks(&app).await, 1);
+    assert_eq!(claims(&app).await, 1);
 }
 
 async fn instances_starting_together_adopt_once(backend: Backend) {
@@ -109,12 +101,7 @@ async fn instances_starting_together_adopt_once(backend: Backend) {
     recorded_as_ignored(&app, &fixture(PAID), now_ms() - 60_000).await;
     let (first, second) = tokio::join!(spawn_instance(&app, |_| {}), spawn_instance(&app, |_| {}));
     drop((first, second));
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(*) FROM processed_stripe_events")
-            .await,
-        1
-    );
+    assert_eq!(claims(&app).await, 1);
     assert_eq!(
         app.db
             .count("SELECT COUNT(*) FROM webhook_deliveries WHERE outcome = 'claimed'")
@@ -140,12 +127,7 @@ async fn ignored_types_keep_their_payload_and_old_ones_are_left(backend: Backend
     // An acting type ignored longer ago than 30 days: past adoption (reconciliation's job).
     recorded_as_ignored(&app, &fixture(PAID), now_ms() - 31 * 86_400_000).await;
     let (_instance, _stop) = spawn_instance(&app, |_| {}).await;
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(*) FROM processed_stripe_events")
-            .await,
-        0
-    );
+    assert_eq!(claims(&app).await, 0);
     assert_eq!(
         app.db
             .count("SELECT COUNT(*) FROM webhook_deliveries WHERE adopted_at IS NOT NULL")

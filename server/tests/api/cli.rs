@@ -152,6 +152,18 @@ fn sigterm(server: &KillOnDrop) {
     assert!(kill.success());
 }
 
+/// Waits (at most 2 s) for `/readyz` to answer 503, as it does at once after SIGTERM.
+fn readyz_turns_away(addr: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while status_of(addr, "/readyz") != Some(503) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz never said 503"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits for the process to exit, at most `within`.
 fn exit_within(server: &mut KillOnDrop, within: Duration) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + within;
@@ -177,14 +189,7 @@ fn sigterm_turns_readyz_away_answers_through_the_grace_then_exits_cleanly() {
     assert_eq!(status_of(&addr, "/readyz"), Some(200));
     sigterm(&server);
     let signalled = std::time::Instant::now();
-    let deadline = signalled + Duration::from_secs(2);
-    while status_of(&addr, "/readyz") != Some(503) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "/readyz never said 503"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    readyz_turns_away(&addr);
     // Still answering, for the balancer's sake.
     assert_eq!(status_of(&addr, "/healthz"), Some(200));
     let status = exit_within(&mut server, Duration::from_secs(30));
@@ -204,14 +209,7 @@ fn a_second_sigterm_stops_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (mut server, addr, lines) = serve_with_grace(&dir, "20s");
     sigterm(&server);
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while status_of(&addr, "/readyz") != Some(503) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "/readyz never said 503"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    readyz_turns_away(&addr);
     sigterm(&server);
     // Far sooner than the 20 s grace.
     let status = exit_within(&mut server, Duration::from_secs(10));

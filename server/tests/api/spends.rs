@@ -89,6 +89,27 @@ impl Shop {
         self.deliver(&event).await;
     }
 
+    /// Stripe refunds `order`'s CHF 49 charge in full.
+    async fn refund_in_full(&self, order: &str) {
+        self.deliver(&json!({
+            "id": format!("evt_{order}_refunded"),
+            "object": "event",
+            "type": "charge.refunded",
+            "created": now_ms() / 1000,
+            "livemode": false,
+            "data": { "object": {
+                "id": format!("ch_{order}"),
+                "object": "charge",
+                "amount": 4900,
+                "amount_refunded": 4900,
+                "refunded": true,
+                "currency": "chf",
+                "payment_intent": format!("pi_{order}"),
+            }},
+        }))
+        .await;
+    }
+
     async fn deliver(&self, event: &Value) {
         let response = self.app.deliver(&serde_json::to_vec(event).unwrap()).await;
         assert_eq!(response.status(), 200, "{event}");
@@ -691,23 +712,7 @@ async fn spends_draw_the_soonest_to_expire_lot_first_and_lots_expire_once(backen
 
     // The expired lot's order is refunded: the 6 credits that expired are not taken twice;
     // the 4 that were spent are owed.
-    let refund = json!({
-        "id": "evt_ord_month2_refunded",
-        "object": "event",
-        "type": "charge.refunded",
-        "created": now_ms() / 1000,
-        "livemode": false,
-        "data": { "object": {
-            "id": "ch_ord_month2",
-            "object": "charge",
-            "amount": 4900,
-            "amount_refunded": 4900,
-            "refunded": true,
-            "currency": "chf",
-            "payment_intent": "pi_ord_month2",
-        }},
-    });
-    shop.deliver(&refund).await;
+    shop.refund_in_full("ord_month2").await;
     let view = shop
         .app
         .store
@@ -729,23 +734,7 @@ async fn a_refund_of_half_spent_credits_leaves_the_rest_owed_and_spending_stops(
     let shop = shop(backend).await;
     shop.unlock("ord_refund", Some("forever-40"), None).await;
     assert_eq!(shop.spend("half", 20).await.0, 201);
-    let refund = json!({
-        "id": "evt_ord_refund_refunded",
-        "object": "event",
-        "type": "charge.refunded",
-        "created": now_ms() / 1000,
-        "livemode": false,
-        "data": { "object": {
-            "id": "ch_ord_refund",
-            "object": "charge",
-            "amount": 4900,
-            "amount_refunded": 4900,
-            "refunded": true,
-            "currency": "chf",
-            "payment_intent": "pi_ord_refund",
-        }},
-    });
-    shop.deliver(&refund).await;
+    shop.refund_in_full("ord_refund").await;
     let balance = shop.balance().await;
     assert_eq!(balance["balance"], -20);
     assert_eq!(balance["owed"], 20);
