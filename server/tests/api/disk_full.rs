@@ -208,12 +208,24 @@ async fn heals(db: &TestDb, disk: &SmallDisk) {
             .await,
         0
     );
-    let ready = client
-        .get(format!("http://{addr}/readyz"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 200);
+    // Ready again once no write was refused for a moment (a full disk on PostgreSQL takes
+    // the writes that fit in a page it has while it refuses others).
+    loop {
+        let ready = client
+            .get(format!("http://{addr}/readyz"))
+            .send()
+            .await
+            .unwrap();
+        if ready.status() == 200 {
+            break;
+        }
+        assert!(
+            freed.elapsed() < Duration::from_secs(10),
+            "/readyz still answered {} 10 s after space came back",
+            ready.status()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // The operators are told: the alert opens once writes go through again.
     let policy = AlertPolicy {

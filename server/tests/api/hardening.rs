@@ -171,7 +171,7 @@ async fn a_database_that_stays_away_for_a_while_costs_no_attempt(app: TestApp) {
 /// How each backend is made to refuse writes for a while.
 enum Outage {
     Sqlite(sqlx::SqliteConnection),
-    Postgres { database: String },
+    Postgres,
 }
 
 impl Outage {
@@ -185,19 +185,8 @@ impl Outage {
                 .unwrap();
             Outage::Sqlite(lock)
         } else {
-            let database = app.db.url().rsplit('/').next().unwrap().to_owned();
-            app.db
-                .admin_execute(&format!(
-                    "ALTER DATABASE \"{database}\" WITH ALLOW_CONNECTIONS false"
-                ))
-                .await;
-            app.db
-                .admin_execute(&format!(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE datname = '{database}' AND pid <> pg_backend_pid()"
-                ))
-                .await;
-            Outage::Postgres { database }
+            app.db.refuse_connections().await;
+            Outage::Postgres
         }
     }
 
@@ -206,7 +195,7 @@ impl Outage {
     async fn hold(&self, _app: &TestApp) {
         let wait = match self {
             Outage::Sqlite(_) => Duration::from_secs(7),
-            Outage::Postgres { .. } => Duration::from_secs(4),
+            Outage::Postgres => Duration::from_secs(4),
         };
         tokio::time::sleep(wait).await;
     }
@@ -216,13 +205,7 @@ impl Outage {
             Outage::Sqlite(mut lock) => {
                 sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
             }
-            Outage::Postgres { database } => {
-                app.db
-                    .admin_execute(&format!(
-                        "ALTER DATABASE \"{database}\" WITH ALLOW_CONNECTIONS true"
-                    ))
-                    .await;
-            }
+            Outage::Postgres => app.db.allow_connections().await,
         }
     }
 }

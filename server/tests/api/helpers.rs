@@ -202,6 +202,42 @@ impl TestDb {
             .unwrap();
     }
 
+    /// PostgreSQL refuses new connections to this database and ends its sessions, waiting
+    /// until none is left: a session whose start-up passed the check before the refusal was
+    /// committed shows up only afterwards, and ending a session is a signal it acts on later.
+    pub async fn refuse_connections(&self) {
+        self.admin_execute("ALTER DATABASE {db} WITH ALLOW_CONNECTIONS false")
+            .await;
+        let TestDb::Postgres { name, .. } = self else {
+            unreachable!("admin_execute is for PostgreSQL");
+        };
+        let mut admin = admin_connection(&postgres_admin_url()).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut quiet_checks = 0;
+        while quiet_checks < 3 {
+            let left: i64 = sqlx::query_scalar(
+                "SELECT COUNT(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+            )
+            .bind(name)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+            quiet_checks = if left == 0 { quiet_checks + 1 } else { 0 };
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sessions of {name} still there 10 s after connections were refused"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// PostgreSQL takes connections to this database again.
+    pub async fn allow_connections(&self) {
+        self.admin_execute("ALTER DATABASE {db} WITH ALLOW_CONNECTIONS true")
+            .await;
+    }
+
     /// Removes a PostgreSQL database while the application still uses it.
     pub async fn drop_now(&self) {
         if let TestDb::Postgres { name, .. } = self {

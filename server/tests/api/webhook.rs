@@ -466,19 +466,12 @@ async fn without_a_secret_deliveries_wait_with_503() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_refusing_connections_is_503_then_the_retry_claims() {
     let app = crate::helpers::spawn_app(Backend::Postgres).await;
-    app.db
-        .admin_execute(
-            "ALTER DATABASE {db} ALLOW_CONNECTIONS false; \
-             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}';",
-        )
-        .await;
+    app.db.refuse_connections().await;
     let body = fixture("checkout.session.completed.paid");
     let response = app.deliver(&body).await;
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
-    app.db
-        .admin_execute("ALTER DATABASE {db} ALLOW_CONNECTIONS true")
-        .await;
+    app.db.allow_connections().await;
     assert_eq!(
         app.db
             .count("SELECT COUNT(*) FROM processed_stripe_events")
