@@ -297,6 +297,9 @@ pub mod names {
             AlertCondition::StorageFull => td_string!(locale, alerts.condition_storage_full),
             AlertCondition::ExpiredHolds => td_string!(locale, alerts.condition_expired_holds),
             AlertCondition::CreditsOwed => td_string!(locale, alerts.condition_credits_owed),
+            AlertCondition::NewerVersionWaiting => {
+                td_string!(locale, alerts.condition_newer_version_waiting)
+            }
         }
         .to_string()
     }

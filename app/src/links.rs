@@ -92,6 +92,9 @@ pub fn alert(condition: AlertCondition, detail: Option<&AlertDetail>) -> String 
                 ..
             },
         ) => return customer(who),
+        Some(AlertDetail::NewerVersionWaiting {
+            event_id: Some(id), ..
+        }) => return event(id),
         _ => {}
     }
     match condition {
@@ -103,6 +106,7 @@ pub fn alert(condition: AlertCondition, detail: Option<&AlertDetail>) -> String 
         | AlertCondition::StorageFull
         | AlertCondition::ExpiredHolds
         | AlertCondition::CreditsOwed => "/",
+        AlertCondition::NewerVersionWaiting => "/claims?status=pending",
         AlertCondition::IndeterminateRequests => "/requests?status=indeterminate",
     }
     .to_owned()

@@ -40,10 +40,13 @@ pub enum AlertCondition {
     ExpiredHolds,
     /// Customers owe credits: a refund or a dispute took back credits they had spent.
     CreditsOwed,
+    /// Claims of a type this version does not fulfil waited too long: the newer version that
+    /// claimed them is not running (rolled back, or stopped).
+    NewerVersionWaiting,
 }
 
 impl AlertCondition {
-    pub const ALL: [AlertCondition; 9] = [
+    pub const ALL: [AlertCondition; 10] = [
         AlertCondition::FailedClaims,
         AlertCondition::StaleClaims,
         AlertCondition::DeliveriesStopped,
@@ -53,6 +56,7 @@ impl AlertCondition {
         AlertCondition::StorageFull,
         AlertCondition::ExpiredHolds,
         AlertCondition::CreditsOwed,
+        AlertCondition::NewerVersionWaiting,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +70,7 @@ impl AlertCondition {
             AlertCondition::StorageFull => "storage_full",
             AlertCondition::ExpiredHolds => "expired_holds",
             AlertCondition::CreditsOwed => "credits_owed",
+            AlertCondition::NewerVersionWaiting => "newer_version_waiting",
         }
     }
 }
@@ -144,6 +149,14 @@ pub enum AlertDetail {
         credits: i64,
         customer: Option<String>,
     },
+    /// Claims of types this version does not fulfil, waiting longer than the threshold; the
+    /// oldest of them and its type.
+    NewerVersionWaiting {
+        count: i64,
+        after_secs: u64,
+        event_id: Option<String>,
+        event_type: Option<String>,
+    },
 }
 
 impl AlertDetail {
@@ -161,6 +174,7 @@ impl AlertDetail {
             AlertDetail::StorageFull { .. } => AlertCondition::StorageFull,
             AlertDetail::ExpiredHolds { .. } => AlertCondition::ExpiredHolds,
             AlertDetail::CreditsOwed { .. } => AlertCondition::CreditsOwed,
+            AlertDetail::NewerVersionWaiting { .. } => AlertCondition::NewerVersionWaiting,
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct AlertThresholds {
     pub expired_holds_window: Duration,
     /// A customer owes at least this many credits (0: off).
     pub credits_owed: u64,
+    /// A claim of a type this version does not fulfil waited longer than this.
+    pub newer_version_after: Option<Duration>,
 }
 
 impl Default for AlertThresholds {
@@ -57,6 +59,7 @@ impl Default for AlertThresholds {
             expired_holds: 10,
             expired_holds_window: Duration::from_secs(3600),
             credits_owed: 1,
+            newer_version_after: Some(Duration::from_secs(10 * 60)),
         }
     }
 }
@@ -118,6 +121,11 @@ pub struct Observations {
     /// owing most first.
     pub owing_customers: Tally,
     pub credits_owed: i64,
+    /// Pending or stale claims of types this version does not fulfil, received longer ago
+    /// than `newer_version_after`; the samples are event ids, the oldest first.
+    pub newer_version_claims: Tally,
+    /// The type of the oldest of them.
+    pub newer_version_type: Option<String>,
 }
 
 /// A condition that holds, with what it is about.
@@ -274,6 +282,23 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
                 customer: obs.expired_holds_customer.clone(),
             },
             samples: holds.samples.clone(),
+        });
+    }
+    if let Some(after) = thresholds.newer_version_after
+        && obs.newer_version_claims.count > 0
+    {
+        let waiting = &obs.newer_version_claims;
+        found.push(Finding {
+            condition: AlertCondition::NewerVersionWaiting,
+            count: waiting.count,
+            since: waiting.oldest,
+            detail: AlertDetail::NewerVersionWaiting {
+                count: waiting.count,
+                after_secs: after.as_secs(),
+                event_id: waiting.samples.first().cloned(),
+                event_type: obs.newer_version_type.clone(),
+            },
+            samples: waiting.samples.clone(),
         });
     }
     if thresholds.credits_owed > 0 && obs.owing_customers.count > 0 {
@@ -641,6 +666,31 @@ mod tests {
             ..AlertThresholds::default()
         };
         assert!(evaluate(&holds(50), &off).is_empty());
+    }
+
+    #[test]
+    fn claims_waiting_for_a_newer_version_hold_unless_off() {
+        let obs = Observations {
+            newer_version_claims: tally(3, NOW - 20 * MIN),
+            newer_version_type: Some("invoice.paid".into()),
+            ..quiet()
+        };
+        let found = evaluate(&obs, &AlertThresholds::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].detail,
+            AlertDetail::NewerVersionWaiting {
+                count: 3,
+                after_secs: 600,
+                event_id: Some("evt_1".into()),
+                event_type: Some("invoice.paid".into()),
+            }
+        );
+        let off = AlertThresholds {
+            newer_version_after: None,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&obs, &off).is_empty());
     }
 
     #[test]

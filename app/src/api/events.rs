@@ -30,6 +30,9 @@ pub struct ClaimRow {
     pub customer: Option<String>,
     pub order_id: Option<String>,
     pub amount: Option<String>,
+    /// A claim of a type this version does not fulfil, waiting for the newer version that
+    /// made it ([`claimcheck_core::ClaimView::waits_for_a_newer_version`]).
+    pub for_a_newer_version: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -293,7 +296,8 @@ pub async fn get_event(event_id: String) -> Result<EventDetail, ServerFnError> {
             what: names::state(locale, ClaimState::Processed),
         });
     }
-    let redrivable = claim.status.is_redrivable();
+    // A newer version's claim is that version's to fulfil: no re-drive from here.
+    let redrivable = claim.status.is_redrivable() && !claim.waits_for_a_newer_version();
     Ok(EventDetail {
         claim: server::claim_row(claim),
         payload: pretty,

@@ -88,6 +88,7 @@ pub fn time(ms: i64) -> String {
 pub fn claim_row(c: ClaimView) -> ClaimRow {
     let reader = reader();
     ClaimRow {
+        for_a_newer_version: c.waits_for_a_newer_version(),
         age: reader.age(c.received_at),
         received_at: reader.time(c.received_at),
         received_ms: c.received_at,

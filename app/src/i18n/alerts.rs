@@ -131,6 +131,19 @@ impl AlertWording for AlertWords {
                 }
                 (n, _) => td_string!(locale, notify.credits_owed_many, n, credits),
             },
+            AlertDetail::NewerVersionWaiting {
+                count,
+                after_secs,
+                event_type,
+                ..
+            } => {
+                let after = self.span(*after_secs);
+                let event_type = event_type.clone().unwrap_or_default();
+                match count {
+                    1 => td_string!(locale, notify.newer_version_one, event_type, after),
+                    n => td_string!(locale, notify.newer_version_many, n, event_type, after),
+                }
+            }
             AlertDetail::ReconcileRecovered {
                 at, actor, claimed, ..
             } => match claimed {

@@ -63,7 +63,7 @@ fn ClaimLine(r: ClaimRow, select: bool, admin: bool) -> impl IntoView {
     let i18n = use_i18n();
     let href = crate::links::event(&r.event_id);
     let row_id = r.event_id.clone();
-    let tick = (select && r.status.is_redrivable()).then(|| {
+    let tick = (select && r.status.is_redrivable() && !r.for_a_newer_version).then(|| {
         let label = t_string!(i18n, events.select_claim, event = r.event_id.clone()).to_string();
         view! { <input type="checkbox" name="id" value=r.event_id.clone() form=SELECTION_FORM aria-label=label/> }
     });
@@ -83,6 +83,9 @@ fn ClaimLine(r: ClaimRow, select: bool, admin: bool) -> impl IntoView {
         let reason = r.resolution.clone().unwrap_or_default();
         view! { <br/> <span class="muted">{t!(i18n, events.resolved_by, by, reason)}</span> }
     });
+    let newer = r.for_a_newer_version.then(|| {
+        view! { <br/> <span class="muted" data-testid="newer-version">{t!(i18n, events.newer_version_short)}</span> }
+    });
     let actions = admin.then(|| claim_actions(&r));
     view! {
         <tr data-event=row_id>
@@ -95,6 +98,7 @@ fn ClaimLine(r: ClaimRow, select: bool, admin: bool) -> impl IntoView {
             <td class="nowrap" data-label=move || t_string!(i18n, events.col_amount)>{r.amount.clone()}</td>
             <td data-label=move || t_string!(i18n, events.col_state)>
                 <StateBadge state=r.status/>
+                {newer}
             </td>
             <td class="age" title=r.received_at.clone() data-label=move || t_string!(i18n, events.col_age)>{r.age.clone()}</td>
             <td data-label=move || t_string!(i18n, events.col_attempts)>{r.attempts}{waits}</td>
@@ -295,6 +299,7 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
     let claim = detail.claim;
     let redrive = (detail.redrivable && me.as_ref().is_some_and(Me::can_redrive))
         .then(|| crate::links::redrive(&claim.event_id));
+    let newer_version = claim.for_a_newer_version.then(|| claim.event_type.clone());
     view! {
         <div class="page-head">
             <h1 class="mono">{claim.event_id.clone()}</h1>
@@ -308,6 +313,11 @@ fn EventView(detail: EventDetail, me: Option<Me>) -> impl IntoView {
             <dt>{t!(i18n, events.state)}</dt>
             <dd data-testid="claim-state">
                 <StateBadge state=claim.status/>
+                {newer_version.map(|event_type| view! {
+                    <p class="notice" data-testid="newer-version">
+                        {t!(i18n, events.newer_version, event_type)}
+                    </p>
+                })}
             </dd>
             <dt>{t!(i18n, events.attempts)}</dt>
             <dd>{claim.attempts}</dd>

@@ -376,6 +376,45 @@ impl Alerts<'_> {
                 )
                 .await?;
         }
+        if let Some(after) = thresholds.newer_version_after {
+            // Received longer ago than `after` ($1), never leased by a version that fulfils it
+            // (pending) or given up by one that stopped (stale at $2).
+            let waiting = concat!(
+                "FROM processed_stripe_events WHERE status = 'processing' \
+                 AND (lease_expires_at IS NULL OR lease_expires_at <= $2) AND received_at <= $1",
+                super::claim_state::unknown_types!()
+            );
+            let (count, oldest): (i64, Option<i64>) = self
+                .pool
+                .on()
+                .one(
+                    sql(format!("SELECT COUNT(*), MIN(received_at) {waiting}"))
+                        .bind(now - ms(after))
+                        .bind(now),
+                )
+                .await?;
+            if count > 0 {
+                let first: Vec<(String, String)> = self
+                    .pool
+                    .on()
+                    .all(
+                        sql(format!(
+                            "SELECT event_id, event_type {waiting} \
+                             ORDER BY received_at, event_id LIMIT $3"
+                        ))
+                        .bind(now - ms(after))
+                        .bind(now)
+                        .bind(SAMPLES),
+                    )
+                    .await?;
+                obs.newer_version_type = first.first().map(|(_, kind)| kind.clone());
+                obs.newer_version_claims = Tally {
+                    count,
+                    oldest,
+                    samples: first.into_iter().map(|(id, _)| id).collect(),
+                };
+            }
+        }
         // Any delivery recorded passed the signature check: Stripe reaches us with the
         // right secret, whatever became of the event.
         obs.last_delivery_at = self

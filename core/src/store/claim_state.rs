@@ -50,13 +50,34 @@ pub(super) use redrivable_sql;
 /// re-driven or failed here. A unit test keeps the list `EventKind::acting()`.
 macro_rules! known_types {
     () => {
-        " AND event_type IN ('checkout.session.completed', \
-         'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', \
-         'charge.refunded', 'refund.failed', 'charge.dispute.created', 'charge.dispute.closed') "
+        concat!(
+            " AND event_type IN ",
+            $crate::store::claim_state::acting_types!(),
+            " "
+        )
     };
 }
 
-pub(super) use known_types;
+/// ` AND event_type NOT IN (…)`: the claims that wait for a newer version here.
+macro_rules! unknown_types {
+    () => {
+        concat!(
+            " AND event_type NOT IN ",
+            $crate::store::claim_state::acting_types!(),
+            " "
+        )
+    };
+}
+
+macro_rules! acting_types {
+    () => {
+        "('checkout.session.completed', \
+         'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', \
+         'charge.refunded', 'refund.failed', 'charge.dispute.created', 'charge.dispute.closed')"
+    };
+}
+
+pub(super) use {acting_types, known_types, unknown_types};
 
 /// The claims in `state` at the time in parameter `now` (`$1`, say), as a condition on the
 /// stored columns that the status and lease indexes serve (not on the derived state, which
@@ -81,5 +102,8 @@ mod tests {
         let listed: Vec<&str> = known_types!().split('\'').skip(1).step_by(2).collect();
         let acting: Vec<&str> = EventKind::acting().map(EventKind::as_str).collect();
         assert_eq!(listed, acting);
+        let unlisted: Vec<&str> = unknown_types!().split('\'').skip(1).step_by(2).collect();
+        assert_eq!(unlisted, acting);
+        assert!(unknown_types!().contains(" NOT IN "));
     }
 }

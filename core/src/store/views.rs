@@ -40,6 +40,16 @@ pub struct ClaimView {
     pub resolution: Option<String>,
 }
 
+impl ClaimView {
+    /// Whether it waits for a version that fulfils its type: a newer version claimed it,
+    /// and this version's workers leave it untouched (never leased, re-driven or failed).
+    pub fn waits_for_a_newer_version(&self) -> bool {
+        matches!(self.status, ClaimState::Pending | ClaimState::Stale)
+            && !crate::event_kind::EventKind::parse(&self.event_type)
+                .is_some_and(crate::event_kind::EventKind::is_acting)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeliveryView {
     pub outcome: DeliveryOutcome,

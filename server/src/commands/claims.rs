@@ -85,6 +85,15 @@ pub enum ClaimsCommand {
     },
 }
 
+/// The claim's state, and for a newer version's claim that it waits for that version.
+fn status_of(claim: &claimcheck_core::ClaimView) -> String {
+    if claim.waits_for_a_newer_version() {
+        format!("{} (waiting for a newer version)", claim.status)
+    } else {
+        claim.status.to_string()
+    }
+}
+
 fn parse_state(value: &str) -> Result<ClaimState, String> {
     value
         .parse()
@@ -119,7 +128,7 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
                         c.event_id.clone(),
                         c.event_type.clone(),
                         c.object_id.clone(),
-                        c.status.to_string(),
+                        status_of(c),
                         c.attempts.to_string(),
                         c.last_error.clone().unwrap_or_default(),
                     ]
@@ -171,7 +180,7 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
                 claim.event_id,
                 claim.event_type,
                 claim.object_id,
-                claim.status,
+                status_of(&claim),
                 claim.attempts,
                 claim.last_error.as_deref().unwrap_or("-"),
                 claim.lease_owner.as_deref().unwrap_or("-"),

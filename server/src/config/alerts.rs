@@ -274,6 +274,15 @@ pub struct AlertArgs {
         default_value_t = AlertThresholds::default().credits_owed
     )]
     pub credits_owed: u64,
+    /// Alert when a claim of a type this version does not fulfil (a newer version's, during a
+    /// rolling deploy or after a rollback) has waited longer than this (`0`: never).
+    #[arg(
+        long = "alert-newer-version-after",
+        env = "CLAIMCHECK_ALERT_NEWER_VERSION_AFTER",
+        value_name = "CLAIMCHECK_ALERT_NEWER_VERSION_AFTER",
+        default_value_t = Span::or_zero(AlertThresholds::default().newer_version_after)
+    )]
+    pub newer_version_after: Span,
     #[command(flatten)]
     pub channels: AlertChannelArgs,
 }
@@ -293,6 +302,7 @@ impl AlertArgs {
                 expired_holds: self.expired_holds,
                 expired_holds_window: self.expired_holds_window.0,
                 credits_owed: self.credits_owed,
+                newer_version_after: self.newer_version_after.off_when_zero(),
             },
             repeat: self.repeat.off_when_zero(),
             channels: self.channels.channels()?,

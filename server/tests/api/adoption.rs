@@ -3,6 +3,9 @@
 //! claimed and fulfilled once, a later twin of it stays a twin, instances starting together
 //! adopt it once, and types this version ignores too wait for a version that knows them.
 
+use claimcheck_core::alert::{AlertCondition, AlertDetail};
+use claimcheck_core::alert_check::{AlertThresholds, evaluate};
+use claimcheck_core::auth::Role;
 use claimcheck_core::now_ms;
 use claimcheck_core::worker::{Worker, WorkerConfig};
 
@@ -171,7 +174,10 @@ async fn a_claim_of_a_type_this_version_does_not_know_waits_for_one_that_does(ba
              VALUES ('evt_newer_due', 'invoice.paid', 'in_1', '', 'processing', 0, {t}, 0, \
                      FALSE, {t}, '{{}}', 'webhook', TRUE, NULL, NULL), \
                     ('evt_newer_stale', 'invoice.paid', 'in_2', '', 'processing', 8, {t}, 0, \
-                     FALSE, {t}, '{{}}', 'webhook', TRUE, 'i_newer/w0', {t})"
+                     FALSE, {t}, '{{}}', 'webhook', TRUE, 'i_newer/w0', {t}), \
+                    ('evt_newer_fresh', 'invoice.paid', 'in_3', '', 'processing', 0, {now}, 0, \
+                     FALSE, {now}, '{{}}', 'webhook', TRUE, NULL, NULL)",
+            now = now_ms()
         ))
         .await;
     let worker = Worker::new(app.store.clone(), "w", WorkerConfig::default());
@@ -206,5 +212,61 @@ async fn a_claim_of_a_type_this_version_does_not_know_waits_for_one_that_does(ba
             )
             .await,
         2
+    );
+
+    // Visibly: the claim page says so and offers no re-drive.
+    let support = app.sign_in_as("sam", Role::Support).await;
+    let page = support
+        .get(app.url("/events/evt_newer_stale"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let notice = page
+        .split("data-testid=\"newer-version\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</p>").next())
+        .unwrap_or_else(|| panic!("no newer-version notice: {page}"));
+    assert!(
+        notice.contains("waiting for a newer version: this version does not fulfil")
+            && notice.contains("invoice.paid"),
+        "{notice}"
+    );
+    assert!(!page.contains("/events/evt_newer_stale/redrive"), "{page}");
+    let list = support
+        .get(app.url("/claims?status=pending"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains("evt_newer_due"), "{list}");
+    assert!(list.contains("data-testid=\"newer-version\""), "{list}");
+
+    // The alert: the two claims older than 10 minutes, the oldest linked; the one received
+    // now is not yet a concern.
+    let obs = app
+        .store
+        .alerts()
+        .observe(&AlertThresholds::default(), now_ms())
+        .await
+        .unwrap();
+    assert_eq!(obs.newer_version_claims.count, 2);
+    assert_eq!(obs.newer_version_type.as_deref(), Some("invoice.paid"));
+    let found = evaluate(&obs, &AlertThresholds::default());
+    let waiting = found
+        .iter()
+        .find(|f| f.condition == AlertCondition::NewerVersionWaiting)
+        .expect("the alert holds");
+    assert_eq!(waiting.count, 2);
+    let AlertDetail::NewerVersionWaiting { event_id, .. } = &waiting.detail else {
+        panic!("{:?}", waiting.detail);
+    };
+    assert!(
+        ["evt_newer_due", "evt_newer_stale"].contains(&event_id.as_deref().unwrap()),
+        "{event_id:?}"
     );
 }

@@ -394,6 +394,17 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
              VALUES ('sp_owed', 'olga@example.ch', 'spend', -4, {now});"
         ))
         .await;
+    // A newer version claimed an `invoice.paid` (a type this version does not fulfil) and
+    // is gone.
+    app.db
+        .execute(&format!(
+            "INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, \
+                 status, attempts, next_attempt_at, stripe_created, livemode, received_at, \
+                 payload, source, terms_indexed) \
+             VALUES ('evt_newer', 'invoice.paid', 'in_1', '', 'processing', 0, {now}, 0, \
+                     FALSE, {now}, '{{}}', 'webhook', TRUE)"
+        ))
+        .await;
     let thresholds = AlertThresholds::default();
     let observed = app.store.alerts().observe(&thresholds, at).await.unwrap();
     assert_eq!(observed.failed_claims.count, 1);
@@ -422,6 +433,9 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
     assert_eq!(observed.owing_customers.samples, ["olga@example.ch"]);
     assert_eq!(observed.owing_customers.oldest, Some(later));
     assert_eq!(observed.credits_owed, 4);
+    assert_eq!(observed.newer_version_claims.count, 1);
+    assert_eq!(observed.newer_version_claims.samples, ["evt_newer"]);
+    assert_eq!(observed.newer_version_type.as_deref(), Some("invoice.paid"));
     let policy = AlertPolicy {
         thresholds,
         repeat: None,
@@ -442,7 +456,7 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         app.db
             .count("SELECT COUNT(*) FROM alert_deliveries WHERE channel = 'email' AND status = 'pending'")
             .await,
-        8
+        9
     );
     // An alert a newer version opened (a condition this one does not know) is that
     // version's: left out here, never an error.
@@ -452,7 +466,7 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         )
         .await;
     let open = app.store.alerts().open().await.unwrap();
-    assert_eq!(open.len(), 7);
+    assert_eq!(open.len(), 8);
     assert!(
         open.iter()
             .all(|a| a.condition != AlertCondition::CreditsOwed)
