@@ -9,8 +9,9 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::claim::{ClaimCounts, ClaimState};
 use crate::database_url::{Backend, DatabaseUrl};
@@ -225,6 +226,11 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// The level sqlx logs each statement of the store at (target `sqlx::query`): TRACE, below
+/// the statements of anything else in the process, so the store's own can be told apart (the
+/// statement snapshot records them). Slow statements stay warnings.
+const STATEMENT_LOG_LEVEL: log::LevelFilter = log::LevelFilter::Trace;
+
 impl Store {
     /// Opens a pool for `url` without touching the schema.
     ///
@@ -235,11 +241,14 @@ impl Store {
         let pool = match url.backend() {
             Backend::Sqlite => Pool::Sqlite(sqlite::SqliteDb::connect(url, options).await?),
             Backend::Postgres => {
+                let connect = PgConnectOptions::from_str(url.expose())
+                    .map_err(StoreError::Connect)?
+                    .log_statements(STATEMENT_LOG_LEVEL);
                 let pool = PgPoolOptions::new()
                     .max_connections(options.max_connections)
                     .acquire_timeout(options.acquire_timeout)
                     .after_release(|conn, _| Box::pin(still_usable(conn)))
-                    .connect(url.expose())
+                    .connect_with(connect)
                     .await
                     .map_err(StoreError::Connect)?;
                 Pool::Postgres(pool)

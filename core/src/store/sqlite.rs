@@ -16,7 +16,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
     SqliteRow, SqliteStatement, SqliteSynchronous, SqliteTypeInfo,
 };
-use sqlx::{Describe, Either, Execute, Executor, Sqlite};
+use sqlx::{ConnectOptions, Describe, Either, Execute, Executor, Sqlite};
 
 use super::{BeginWrite, StoreOptions};
 use crate::database_url::DatabaseUrl;
@@ -40,7 +40,8 @@ impl SqliteDb {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(options.sqlite_busy_timeout)
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .log_statements(super::STATEMENT_LOG_LEVEL);
         let in_memory = url.expose().contains(":memory:") || url.expose().contains("mode=memory");
         let folder = connect
             .get_filename()

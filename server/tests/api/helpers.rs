@@ -38,6 +38,7 @@ pub enum TestDb {
 
 impl TestDb {
     pub async fn create(backend: Backend) -> TestDb {
+        crate::statements::record();
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
@@ -77,6 +78,7 @@ impl TestDb {
     /// A PostgreSQL database whose tables live in a tablespace of their own at `location`
     /// (an empty folder the server's user owns).
     pub async fn create_in_tablespace(space: &str, location: &std::path::Path) -> TestDb {
+        crate::statements::record();
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "claimcheck_test_ts_{}_{}",

@@ -33,6 +33,7 @@ mod search;
 #[cfg(feature = "rehearsal")]
 mod simulate;
 mod spends;
+mod statements;
 mod support_desk;
 mod two_factor;
 mod webhook;
