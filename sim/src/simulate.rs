@@ -9,7 +9,8 @@
 //! a twin Event object for the same action (`--twins`), and the events of one order can
 //! arrive out of order (`--reorder`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use claimcheck_core::backoff::Backoff;
@@ -359,7 +360,7 @@ pub struct Sent {
     pub retried: usize,
     pub gave_up: usize,
     pub latencies: Vec<Duration>,
-    pub statuses: HashMap<u16, usize>,
+    pub statuses: BTreeMap<u16, usize>,
 }
 
 /// Delivers one event like Stripe: a fresh signature each time, again with backoff after a
@@ -408,6 +409,8 @@ struct Shop<'a> {
     targets: &'a [String],
     token: &'a str,
     run: &'a str,
+    /// Requests sent again after a 5xx or a failed connection.
+    resent: AtomicUsize,
 }
 
 /// What the shop's spends came to.
@@ -502,6 +505,7 @@ impl Shop<'_> {
         let mut last = String::new();
         for attempt in 0..5 {
             if attempt > 0 {
+                self.resent.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(backoff.delay(attempt - 1)).await;
             }
             let target = &self.targets[(n + attempt as usize) % self.targets.len()];
@@ -550,6 +554,11 @@ pub struct Verdict {
     pub credits_wrong: Vec<String>,
     pub deliveries: usize,
     pub settled_after_ms: u128,
+    /// Every answer the deliveries got, by status (0: no answer: a refused or cut connection,
+    /// a timeout), retries included.
+    pub delivery_statuses: BTreeMap<u16, usize>,
+    /// Spend requests the shop sent again after a 5xx or a failed connection.
+    pub spends_resent: usize,
 }
 
 pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
@@ -594,6 +603,7 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
         targets: &targets,
         token: &args.api_token,
         run: &run,
+        resent: AtomicUsize::new(0),
     };
     let spending = shop.spend_through_the_day(&customers, args.spends, spend_gap, seed);
     let delivering = async {
@@ -751,6 +761,8 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
         credits_wrong,
         deliveries: plan.len(),
         settled_after_ms: started.elapsed().as_millis(),
+        delivery_statuses: sent.statuses.clone(),
+        spends_resent: shop.resent.load(Ordering::Relaxed),
         wrong,
     };
     report(&format!(

@@ -29,6 +29,9 @@ mod outgoing;
 mod process;
 mod reconcile;
 mod refund_form;
+// The drill sends a simulated day (the rehearsal tools).
+#[cfg(feature = "rehearsal")]
+mod rolling;
 mod search;
 #[cfg(feature = "rehearsal")]
 mod simulate;
