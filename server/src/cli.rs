@@ -75,6 +75,9 @@ pub enum Command {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// Ask the server on this host whether it is ready (GET /readyz): exit 0 if it is, 1
+    /// with its reason if not. A container image's HEALTHCHECK.
+    Healthcheck(crate::commands::healthcheck::HealthcheckArgs),
     /// The rehearsal tools: the Stripe API simulator, simulated traffic, the demo and the
     /// benchmarks (left out of a build without the `rehearsal` feature).
     #[cfg(feature = "rehearsal")]

@@ -7,6 +7,7 @@ pub mod backup;
 mod bulk_redrive;
 pub mod claims;
 pub mod customers;
+pub mod healthcheck;
 pub mod migrate;
 pub mod operators;
 pub mod orders;

@@ -40,6 +40,7 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::Reconcile(args) => commands::reconcile::run(args).await,
         Command::Tokens { command } => commands::tokens::run(command).await,
         Command::Operator { command } => commands::operators::run(command).await,
+        Command::Healthcheck(args) => commands::healthcheck::run(&args).await,
         #[cfg(feature = "rehearsal")]
         Command::Rehearsal(command) => claimcheck_sim::run(command, &rehearsal::InProcess)
             .await

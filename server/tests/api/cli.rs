@@ -372,6 +372,91 @@ fn the_example_environment_names_every_setting() {
     );
 }
 
+/// `claimcheck healthcheck` (the container image's HEALTHCHECK) asks the server at
+/// CLAIMCHECK_BIND: 0 while it is ready, 1 with the reason once it stops, 1 with "no answer"
+/// when nothing listens.
+#[test]
+fn healthcheck_follows_readyz() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr, _log) = serve_with_grace(&dir, "3s");
+    let healthcheck = || {
+        claimcheck()
+            .arg("healthcheck")
+            .env("CLAIMCHECK_BIND", &addr)
+            .output()
+            .unwrap()
+    };
+    let ready = healthcheck();
+    assert!(ready.status.success(), "{ready:?}");
+    assert!(String::from_utf8_lossy(&ready.stdout).contains("\"ready\""));
+    sigterm(&server);
+    readyz_turns_away(&addr);
+    let stopping = healthcheck();
+    assert_eq!(stopping.status.code(), Some(1), "{stopping:?}");
+    let said = String::from_utf8_lossy(&stopping.stderr);
+    assert!(
+        said.contains("503") && said.contains("shutting down"),
+        "{said}"
+    );
+    assert!(exit_within(&mut server, Duration::from_secs(30)).success());
+    let gone = healthcheck();
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no answer"));
+}
+
+/// The deploy files set only settings `serve` reads (a misspelt one would be ignored without
+/// a word), their instances leave migrations to the migrate step, and their health checks run
+/// a command the binary has.
+#[test]
+fn the_deploy_files_use_real_settings_and_commands() {
+    let help = claimcheck().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    // A secret's value is hidden: `[env: NAME]`; the others show it: `[env: NAME=…]`.
+    let is_setting = |name: &str| {
+        help.contains(&format!("[env: {name}=")) || help.contains(&format!("[env: {name}]"))
+    };
+    let packaging = concat!(env!("CARGO_MANIFEST_DIR"), "/../packaging/");
+    for file in ["compose.yaml", "coolify/claimcheck.yaml", "Containerfile"] {
+        let text = std::fs::read_to_string(format!("{packaging}{file}")).unwrap();
+        let keys: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.trim_start().starts_with('#'))
+            .flat_map(|line| line.split([' ', '-', '\\']))
+            .filter_map(|word| word.split([':', '=']).next())
+            .filter(|key| {
+                ["CLAIMCHECK_", "STRIPE_", "DATABASE_", "LEPTOS_"]
+                    .iter()
+                    .any(|p| key.starts_with(p))
+            })
+            .collect();
+        assert!(!keys.is_empty(), "{file} sets no setting");
+        for key in keys {
+            // The image to run is the deploy's choice, not a setting of the binary.
+            assert!(
+                key == "CLAIMCHECK_IMAGE" || is_setting(key),
+                "{file} sets {key}, which `claimcheck serve` does not read"
+            );
+        }
+        if file != "Containerfile" {
+            assert!(text.contains("healthcheck"), "{file} has no health check");
+        }
+    }
+    let compose = std::fs::read_to_string(format!("{packaging}compose.yaml")).unwrap();
+    assert!(compose.contains("CLAIMCHECK_MIGRATE: \"off\""));
+    assert!(compose.contains("command: [\"migrate\"]"));
+    assert!(compose.contains("condition: service_completed_successfully"));
+    let containerfile = std::fs::read_to_string(format!("{packaging}Containerfile")).unwrap();
+    assert!(containerfile.contains("CMD [\"/claimcheck\", \"healthcheck\"]"));
+    assert!(
+        claimcheck()
+            .args(["healthcheck", "--help"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+}
+
 /// A grace that would leave no time for the requests in flight is refused.
 #[test]
 fn a_shutdown_grace_past_twenty_seconds_is_refused() {

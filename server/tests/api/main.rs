@@ -20,6 +20,7 @@ mod disk_full;
 mod fulfilment;
 mod hardening;
 mod health;
+mod image;
 mod language;
 mod limits;
 mod money;

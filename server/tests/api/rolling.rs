@@ -117,11 +117,13 @@ impl Balancer {
             .filter(|s| s.ready)
             .filter_map(|s| s.addr)
             .collect();
-        (!ready.is_empty())
-            .then(|| ready[self.next.fetch_add(1, Ordering::Relaxed) % ready.len()])
+        (!ready.is_empty()).then(|| ready[self.next.fetch_add(1, Ordering::Relaxed) % ready.len()])
     }
 
-    async fn forward(self: Arc<Self>, mut request: Request<Incoming>) -> Result<Answer, Infallible> {
+    async fn forward(
+        self: Arc<Self>,
+        mut request: Request<Incoming>,
+    ) -> Result<Answer, Infallible> {
         let Some(addr) = self.pick() else {
             self.failed.fetch_add(1, Ordering::Relaxed);
             return Ok(bad_gateway("no instance is ready"));
@@ -194,9 +196,8 @@ async fn balance(balancer: Arc<Balancer>) -> SocketAddr {
             };
             let balancer = balancer.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    balancer.clone().forward(request)
-                });
+                let service =
+                    hyper::service::service_fn(move |request| balancer.clone().forward(request));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
@@ -294,13 +295,18 @@ async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
         .unwrap();
         balancer.set(i, Some(instance.addr));
         instances[i] = Some(instance);
-        until("the restarted instance ready", Duration::from_secs(30), || {
-            balancer.ready(i)
-        })
+        until(
+            "the restarted instance ready",
+            Duration::from_secs(30),
+            || balancer.ready(i),
+        )
         .await;
         restarts += 1;
     }
-    assert!(!day.is_finished(), "the traffic ended before the restarts did");
+    assert!(
+        !day.is_finished(),
+        "the traffic ended before the restarts did"
+    );
     let verdict = day.await.unwrap().unwrap();
     assert_eq!(restarts, 4);
     assert!(
