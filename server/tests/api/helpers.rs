@@ -122,6 +122,25 @@ impl TestDb {
         store.close().await;
     }
 
+    /// An API token in this database (migrated first), for a server process of its own.
+    pub async fn api_token(&self) -> String {
+        let store = claimcheck_core::Store::connect(
+            &self.url().parse().unwrap(),
+            &claimcheck_core::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        store.migrate().await.unwrap();
+        let token = claimcheck_core::token::NewToken::generate().unwrap();
+        store
+            .tokens()
+            .insert(&token, "shop", now_ms())
+            .await
+            .unwrap();
+        store.close().await;
+        token.token
+    }
+
     /// This PostgreSQL database's name.
     pub fn postgres_name(&self) -> &str {
         match self {
@@ -647,4 +666,25 @@ pub async fn search_go(app: &TestApp, client: &reqwest::Client, term: &str) -> S
         .unwrap();
     assert_eq!(response.status(), 303, "search for {term}");
     crate::helpers::landing(&response)
+}
+
+/// SIGTERM to a server process; its exit status, which must come within 30 s (the most a
+/// stop may take).
+pub fn stop_with_sigterm(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit 30 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -113,19 +113,7 @@ struct Running(Child);
 impl Running {
     /// SIGTERM, then the exit status (at most 30 s).
     fn stop(mut self) -> std::process::ExitStatus {
-        let kill = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::helpers::stop_with_sigterm(&mut self.0)
     }
 }
 

@@ -13,8 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use claimcheck_core::now_ms;
-use claimcheck_core::token::NewToken;
 use claimcheck_sim::simulate::{SimulateArgs, run_day};
 use http_body_util::{Either, Empty, Full};
 use hyper::body::{Bytes, Incoming};
@@ -67,19 +65,7 @@ impl Instance {
 
     /// SIGTERM; the exit status, within 30 s.
     fn stop(mut self) -> std::process::ExitStatus {
-        let kill = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::helpers::stop_with_sigterm(&mut self.child)
     }
 }
 
@@ -218,20 +204,7 @@ async fn until(what: &str, within: Duration, check: impl Fn() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
     let db = TestDb::create(Backend::Postgres).await;
-    let store = claimcheck_core::Store::connect(
-        &db.url().parse().unwrap(),
-        &claimcheck_core::StoreOptions::default(),
-    )
-    .await
-    .unwrap();
-    store.migrate().await.unwrap();
-    let token = NewToken::generate().unwrap();
-    store
-        .tokens()
-        .insert(&token, "drill", now_ms())
-        .await
-        .unwrap();
-    store.close().await;
+    let token = db.api_token().await;
 
     let balancer = Arc::new(Balancer {
         slots: Mutex::new(vec![Slot::default(); 2]),
@@ -242,13 +215,16 @@ async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
     });
     let front = balance(balancer.clone()).await;
     let mut instances: Vec<Option<Instance>> = Vec::new();
+    let start = || {
+        let url = db.url().to_owned();
+        async move {
+            tokio::task::spawn_blocking(move || Instance::start(&url))
+                .await
+                .unwrap()
+        }
+    };
     for i in 0..2 {
-        let instance = tokio::task::spawn_blocking({
-            let url = db.url().to_owned();
-            move || Instance::start(&url)
-        })
-        .await
-        .unwrap();
+        let instance = start().await;
         balancer.set(i, Some(instance.addr));
         instances.push(Some(instance));
     }
@@ -261,7 +237,7 @@ async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
     let args = SimulateArgs {
         targets: vec![format!("http://{front}")],
         secret: WEBHOOK_SECRET.into(),
-        api_token: token.token.clone(),
+        api_token: token,
         orders: 160,
         rate: 15,
         duplicates: 0.3,
@@ -287,12 +263,7 @@ async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
             .unwrap();
         assert!(exited.success(), "instance {i} exited {exited:?}");
         balancer.set(i, None);
-        let instance = tokio::task::spawn_blocking({
-            let url = db.url().to_owned();
-            move || Instance::start(&url)
-        })
-        .await
-        .unwrap();
+        let instance = start().await;
         balancer.set(i, Some(instance.addr));
         instances[i] = Some(instance);
         until(

@@ -1056,25 +1056,6 @@ async fn support_moves_credits_from_the_command_line_once_per_key(backend: Backe
     );
 }
 
-/// An API token in `db` (migrated first), for a server process of its own.
-async fn token_in(db: &crate::helpers::TestDb) -> String {
-    let store = claimcheck_core::Store::connect(
-        &db.url().parse().unwrap(),
-        &claimcheck_core::StoreOptions::default(),
-    )
-    .await
-    .unwrap();
-    store.migrate().await.unwrap();
-    let token = NewToken::generate().unwrap();
-    store
-        .tokens()
-        .insert(&token, "drill", now_ms())
-        .await
-        .unwrap();
-    store.close().await;
-    token.token
-}
-
 /// A spend of `credits` for the fixtures' customer through the server at `addr`.
 async fn spend_at(addr: &str, token: &str, key: &str, credits: i64) -> reqwest::Response {
     reqwest::Client::new()
@@ -1111,7 +1092,7 @@ async fn killed_during_a_spend(backend: Backend) {
     use crate::process::Server;
 
     let db = crate::helpers::TestDb::create(backend).await;
-    let token = token_in(&db).await;
+    let token = db.api_token().await;
     let mut doomed = Server::start(&db, Some("credits.before_commit"));
     doomed.deliver_body(paid(1)).await;
     wait_until(
@@ -1185,7 +1166,7 @@ async fn two_instances_spend_for_one_customer_at_32_in_flight_on_postgres() {
     use crate::process::Server;
 
     let db = crate::helpers::TestDb::create(Backend::Postgres).await;
-    let token = token_in(&db).await;
+    let token = db.api_token().await;
     let first = Server::start(&db, None);
     let second = Server::start(&db, None);
     first.deliver_body(paid(1)).await;
