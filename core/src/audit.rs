@@ -17,6 +17,16 @@ impl Actor {
         Actor::Cli(std::env::var("USER").unwrap_or_else(|_| "unknown".into()))
     }
 
+    /// The actor named `name` as [`Actor`]'s `Display` writes it (`cli:…`, `dashboard:…`); a
+    /// name without either prefix is taken as a command's.
+    pub fn named(name: &str) -> Actor {
+        if let Some(username) = name.strip_prefix("dashboard:") {
+            Actor::Dashboard(username.to_owned())
+        } else {
+            Actor::Cli(name.strip_prefix("cli:").unwrap_or(name).to_owned())
+        }
+    }
+
     /// The dashboard operator, if it is one.
     pub fn operator(&self) -> Option<&str> {
         match self {
@@ -85,6 +95,7 @@ pub enum AuditAction {
     AlertAcknowledge,
     AlertSnooze,
     AlertResolve,
+    CreditAdjust,
 }
 
 impl AuditAction {
@@ -109,6 +120,7 @@ impl AuditAction {
             AuditAction::AlertAcknowledge => "alert_acknowledge",
             AuditAction::AlertSnooze => "alert_snooze",
             AuditAction::AlertResolve => "alert_resolve",
+            AuditAction::CreditAdjust => "credit_adjust",
         }
     }
 }
@@ -129,6 +141,14 @@ pub struct AuditRecord<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn actors_read_back_as_they_are_written() {
+        for actor in [Actor::Cli("root".into()), Actor::Dashboard("ada".into())] {
+            assert_eq!(Actor::named(&actor.to_string()), actor);
+        }
+        assert_eq!(Actor::named("bench"), Actor::Cli("bench".into()));
+    }
 
     #[test]
     fn reasons_are_required_trimmed_and_bounded() {

@@ -12,6 +12,7 @@
 
 use super::Credits;
 use super::query::{Tx, sql};
+use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::error::StoreError;
 use crate::fulfilment::Packages;
 use crate::spending::{
@@ -929,12 +930,19 @@ async fn carry_out(
                 // below zero but through a refund or dispute.
                 let available = account.available();
                 let Some(draws) = account.draw(-credits, available, now) else {
+                    let outcome = format!("refused: {available} credits available");
+                    audit_adjustment(tx, request, &outcome, now).await?;
                     return Ok(account.insufficient(available));
                 };
                 (None, draws, None)
             };
             movement.lot_id = lot_id.as_deref();
             movement.write(tx, &draws).await?;
+            let outcome = format!(
+                "{credits:+} credits ({adjustment_id}), balance {}",
+                account.balance()
+            );
+            audit_adjustment(tx, request, &outcome, now).await?;
             Ok(CreditOutcome::Adjusted(AdjustmentView {
                 adjustment_id,
                 customer_email: customer_email.clone(),
@@ -950,6 +958,35 @@ async fn carry_out(
             }))
         }
     }
+}
+
+/// The audit log's entry for an adjustment, written with it (or with its refusal): who, for
+/// which customer, why, and what came of it.
+async fn audit_adjustment(
+    tx: &mut Tx,
+    request: &CreditRequest,
+    outcome: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let CreditRequest::Adjust {
+        customer_email,
+        reason,
+        actor,
+        ..
+    } = request
+    else {
+        return Ok(());
+    };
+    let actor = Actor::named(actor);
+    let record = AuditRecord {
+        actor: &actor,
+        action: AuditAction::CreditAdjust,
+        target: customer_email,
+        reason,
+        outcome,
+    };
+    super::audit::insert(tx.on(), &record, None, now).await?;
+    Ok(())
 }
 
 /// Marks an active hold `status` (with what a capture took and its spend); false when it

@@ -888,6 +888,32 @@ async fn support_adjusts_a_balance_once_per_key(backend: Backend) {
         .collect();
     assert_eq!(adjustments.len(), 2);
     assert!(adjustments.iter().all(|r| r["actor"] == "cli:anna"));
+    // The audit log has each adjustment once, the refused one too, with who and why; the
+    // replay added nothing.
+    let audit = shop.app.store.audit().about(EMAIL).await.unwrap();
+    let audit: Vec<_> = audit
+        .iter()
+        .map(|e| {
+            (
+                e.actor.as_str(),
+                e.action.as_str(),
+                e.reason.as_str(),
+                e.outcome.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(audit.len(), 3, "{audit:?}");
+    assert!(
+        audit
+            .iter()
+            .all(|a| a.0 == "cli:anna" && a.1 == "credit_adjust"),
+        "{audit:?}"
+    );
+    assert_eq!(audit[0].2, "thesis check failed twice");
+    assert!(audit[0].3.starts_with("+10 credits (adj_"), "{audit:?}");
+    assert!(audit[0].3.ends_with("balance 15"), "{audit:?}");
+    assert_eq!(audit[1].3, "refused: 15 credits available");
+    assert!(audit[2].3.starts_with("-15 credits (adj_"), "{audit:?}");
 }
 
 /// An answer for the store to keep: the outcome's status and its debug text (the store
@@ -1327,6 +1353,20 @@ async fn the_customer_page_shows_credits_and_support_adjusts_within_its_limit(ba
         .clone();
     assert_eq!(adjustment["actor"], "dashboard:sam");
     assert_eq!(adjustment["reason"], "the check failed twice");
+    let audit = app.store.audit().about(EMAIL).await.unwrap();
+    assert_eq!(
+        audit.len(),
+        1,
+        "the form sent twice is audited once: {audit:?}"
+    );
+    assert_eq!(
+        (
+            audit[0].actor.as_str(),
+            audit[0].action.as_str(),
+            audit[0].reason.as_str()
+        ),
+        ("dashboard:sam", "credit_adjust", "the check failed twice")
+    );
     // An admin has no limit; a viewer sees no form and may not post one.
     let admin = app.sign_in_as("ada", Role::Admin).await;
     let admin_page = admin
