@@ -1420,3 +1420,116 @@ async fn the_customer_page_shows_credits_and_support_adjusts_within_its_limit(ba
     assert_ne!(forbidden.status(), 303);
     assert_eq!(shop.balance().await["balance"], 511);
 }
+
+/// A capture and the upkeep's expiry of the same hold, racing on PostgreSQL (SQLite's one
+/// writer lets no two run at once): the test holds the customer's lock so that both are
+/// waiting for it, the capture having already read the hold as active, then lets go. In
+/// either order the hold settles once: the upkeep first → it expires, the capture is
+/// refused as settled and spends nothing; the capture first → it captures, the upkeep
+/// finds nothing due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_racing_the_upkeep_settles_the_hold_once_postgres() {
+    use sqlx::{Connection, Executor};
+
+    use crate::crash::wait_until;
+
+    const WAITING: &str = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' \
+        AND NOT granted AND database = (SELECT oid FROM pg_database \
+        WHERE datname = current_database())";
+    for upkeep_first in [true, false] {
+        let shop = shop(Backend::Postgres).await;
+        shop.unlock("ord_race", Some("forever-40"), None).await;
+        let response = shop
+            .post(
+                &format!("/api/customers/{EMAIL}/holds"),
+                Some("race-hold"),
+                &json!({ "credits": 10, "reference": "check-race", "expires_in": "1m" }),
+            )
+            .await;
+        assert_eq!(response.status(), 201);
+        let hold: Value = response.json().await.unwrap();
+        let hold_id = hold["hold_id"].as_str().unwrap().to_owned();
+        // The upkeep runs as if the hold's minute were over; the capture runs now.
+        let later = now_ms() + 2 * 60_000;
+
+        let mut blocker = sqlx::PgConnection::connect(shop.app.db.url())
+            .await
+            .unwrap();
+        blocker.execute("BEGIN").await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(EMAIL)
+            .execute(&mut blocker)
+            .await
+            .unwrap();
+        let store = shop.app.store.clone();
+        let upkeep = move || {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let packages = PACKAGES.parse().unwrap();
+                store.credits().expire_due(&packages, later, 500).await
+            })
+        };
+        let store = shop.app.store.clone();
+        let capture = move || {
+            let (store, hold_id) = (store.clone(), hold_id.clone());
+            tokio::spawn(async move {
+                let packages = PACKAGES.parse().unwrap();
+                let key = IdempotencyKey::parse("race-capture").unwrap();
+                let request = CreditRequest::capture(&hold_id, None).unwrap();
+                store
+                    .credits()
+                    .apply(
+                        KeyScope::Api,
+                        &key,
+                        &request,
+                        &packages,
+                        now_ms(),
+                        answer_of,
+                    )
+                    .await
+            })
+        };
+        let (expired, captured) = if upkeep_first {
+            let expired = upkeep();
+            wait_until(&shop.app.db, WAITING, 1).await;
+            let captured = capture();
+            wait_until(&shop.app.db, WAITING, 2).await;
+            (expired, captured)
+        } else {
+            let captured = capture();
+            wait_until(&shop.app.db, WAITING, 1).await;
+            let expired = upkeep();
+            wait_until(&shop.app.db, WAITING, 2).await;
+            (expired, captured)
+        };
+        blocker.execute("COMMIT").await.unwrap();
+        let (holds_expired, _) = expired.await.unwrap().unwrap();
+        let captured = captured.await.unwrap().unwrap();
+        let status = shop.app.db.texts("SELECT status FROM credit_holds").await;
+        if upkeep_first {
+            assert_eq!(holds_expired, 1);
+            assert!(
+                matches!(&captured, Keyed::Fresh(a) if a.status == 409 && a.body.contains("HoldSettled")),
+                "{captured:?}"
+            );
+            assert_eq!(status, ["expired"]);
+            assert_eq!(shop.spends_written().await, 0);
+            assert_eq!(shop.balance().await["available"], 40);
+        } else {
+            assert_eq!(holds_expired, 0);
+            assert!(
+                matches!(&captured, Keyed::Fresh(a) if a.status == 200),
+                "{captured:?}"
+            );
+            assert_eq!(status, ["captured"]);
+            assert_eq!(shop.spends_written().await, 1);
+            assert_eq!(shop.balance().await["available"], 30);
+        }
+        let balance = shop.balance().await["balance"].as_i64().unwrap();
+        assert_eq!(
+            shop.ledger_sum().await,
+            balance,
+            "upkeep first: {upkeep_first}"
+        );
+    }
+}
