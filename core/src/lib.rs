@@ -78,10 +78,11 @@ pub use error::StoreError;
 #[cfg(feature = "store")]
 pub use store::{
     AlertDeliveryView, AlertView, AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark,
-    ClaimOutcome, ClaimSummary, ClaimView, CustomerView, DELIVERIES_KEPT_PER_EVENT, DayFigures,
-    DeliveryView, DueDelivery, EventFilter, Fulfilled, History, LeasedClaim, LedgerEntryView,
-    LoggedDelivery, MigrationRow, MigrationStatus, NewOrder, NotRefundable, OperatorCredentials,
-    OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine, OrderView, ReconcileRunView,
-    Recorded, RequestOutcome, RequestStatus, SelectedClaim, Store, StoreOptions, StripeRequestView,
-    TIMELINE_ROWS, TokenView, WriteHealth, WriteOp, WriteResult, Writes,
+    ClaimOutcome, ClaimSummary, ClaimView, CreditWriter, CustomerView, DELIVERIES_KEPT_PER_EVENT,
+    DayFigures, DeliveryView, DueDelivery, EventFilter, Fulfilled, History, LeasedClaim,
+    LedgerEntryView, LoggedDelivery, MigrationRow, MigrationStatus, NewOrder, NotRefundable,
+    OperatorCredentials, OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine,
+    OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus, SelectedClaim, Store,
+    StoreOptions, StripeRequestView, TIMELINE_ROWS, TokenView, WriteHealth, WriteOp, WriteResult,
+    Writes,
 };

@@ -76,7 +76,7 @@ impl IdempotencyKey {
 }
 
 /// Where a key was sent from: each has its own keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyScope {
     /// The shop's backend, with any of its API tokens.
     Api,
@@ -261,6 +261,17 @@ impl CreditRequest {
     }
 
     /// The operation, as metrics and logs name it.
+    /// The customer whose credits the request moves, when the request names one (a capture
+    /// or a release names only its hold).
+    pub fn customer(&self) -> Option<&str> {
+        match self {
+            CreditRequest::Spend { customer_email, .. }
+            | CreditRequest::Hold { customer_email, .. }
+            | CreditRequest::Adjust { customer_email, .. } => Some(customer_email),
+            CreditRequest::Capture { .. } | CreditRequest::Release { .. } => None,
+        }
+    }
+
     pub fn operation(&self) -> &'static str {
         match self {
             CreditRequest::Spend { .. } => "spend",
@@ -458,6 +469,32 @@ impl Keyed {
             Keyed::KeyReused => "key_reused",
             Keyed::KeyInUse => "key_in_use",
         }
+    }
+}
+
+/// A request under its key, as [`crate::store::CreditWriter`] carries it.
+#[derive(Debug, Clone)]
+pub struct CreditWrite {
+    pub scope: KeyScope,
+    pub key: IdempotencyKey,
+    pub request: CreditRequest,
+    pub now: i64,
+    /// The answer a caller gets for what the request came to; stored for replays.
+    pub render: fn(&CreditOutcome) -> Answer,
+}
+
+/// What a [`CreditWrite`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub keyed: Keyed,
+    /// [`CreditOutcome::result`] when carried out now, else empty.
+    pub result: &'static str,
+}
+
+impl Applied {
+    /// What it came to, as metrics name it ([`Keyed::result`]).
+    pub fn metric(&self) -> &'static str {
+        self.keyed.result(self.result)
     }
 }
 

@@ -2,14 +2,15 @@
 //! releases, expiries, refunds, adjustments and replays (keys drawn from a small pool, so
 //! keys are repeated with the same request and with others) keeps
 //! `balance = unlocked − revoked − spent − expired + adjusted` (the sum of the ledger), never
-//! takes a balance below zero through a spend, and never changes the ledger on a replay.
+//! takes a balance below zero through a spend, and never changes the ledger on a replay; and
+//! requests gathered into one transaction are answered as they would be one by one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 
 use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::spending::{
-    Answer, CreditOutcome, CreditRequest, IdempotencyKey, KeyScope, Keyed,
+    Answer, CreditOutcome, CreditRequest, CreditWrite, IdempotencyKey, KeyScope, Keyed,
 };
 use claimcheck_core::{DatabaseUrl, Store, StoreOptions};
 use proptest::prelude::*;
@@ -134,8 +135,97 @@ async fn count(store_url: &str, sql: &str) -> i64 {
         .unwrap()
 }
 
-async fn run(ops: Vec<Op>) {
-    let dir = tempfile::tempdir().unwrap();
+/// Carries out `op` if it is not a keyed request (an unlock or refund written as fulfilment
+/// writes it, time passing, the upkeep); else returns the key and the request.
+#[allow(clippy::too_many_arguments)]
+async fn outside(
+    store: &Store,
+    url: &str,
+    packages: &Packages,
+    i: usize,
+    op: &Op,
+    now: &mut i64,
+    orders: &mut Vec<(String, i64, i64)>,
+    holds: &[String],
+) -> Option<(u8, CreditRequest)> {
+    let exec = |sql: String| async move {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(&sql).execute(&mut c).await.unwrap();
+    };
+    let now = match op {
+        Op::Wait { minutes } => {
+            *now += minutes * 60_000;
+            return None;
+        }
+        _ => *now,
+    };
+    match *op {
+        Op::Unlock { credits, short } => {
+            let order = format!("ord_{i}");
+            let package = if short { "short" } else { "long" };
+            exec(format!(
+                "INSERT INTO orders (order_id, customer_email, package, credits, status, \
+                 payment_status, created_at, updated_at) VALUES ('{order}', '{EMAIL}', \
+                 '{package}', {credits}, 'paid', 'paid', {now}, {now}); \
+                 INSERT INTO credit_ledger (order_id, kind, delta, customer_email, event_id, \
+                 created_at) VALUES ('{order}', 'unlock', {credits}, '{EMAIL}', 'evt_{i}', {now})"
+            ))
+            .await;
+            orders.push((order, credits, 0));
+            None
+        }
+        Op::Refund { order, quarters } => {
+            // As the money rules do: never more than the order unlocked, in all.
+            if let Some((order, credits, revoked)) = orders.get_mut(order) {
+                let take = (*credits * quarters / 4).min(*credits - *revoked);
+                *revoked += take;
+                exec(format!(
+                    "INSERT INTO credit_ledger (order_id, kind, delta, customer_email, \
+                     event_id, step, created_at) VALUES ('{order}', 'revoke', {}, '{EMAIL}', \
+                     'evt_r{i}', 'r{i}', {now})",
+                    -take
+                ))
+                .await;
+            }
+            None
+        }
+        Op::Wait { .. } => None,
+        Op::Upkeep => {
+            store
+                .credits()
+                .expire_due(packages, now, 100)
+                .await
+                .unwrap();
+            None
+        }
+        Op::Spend { credits, key } => Some((
+            key,
+            CreditRequest::spend(EMAIL, credits, "r", None).unwrap(),
+        )),
+        Op::Hold {
+            credits,
+            key,
+            minutes,
+        } => Some((
+            key,
+            CreditRequest::hold(EMAIL, credits, "h", None, Some(minutes * 60_000)).unwrap(),
+        )),
+        Op::Capture { hold, credits, key } => holds
+            .get(hold)
+            .map(|id| (key, CreditRequest::capture(id, credits).unwrap())),
+        Op::Release { hold, key } => holds
+            .get(hold)
+            .map(|id| (key, CreditRequest::release(id).unwrap())),
+        Op::Adjust { credits, key } => Some((
+            key,
+            CreditRequest::adjust(EMAIL, credits, "prop", "cli:prop", Some(HOUR)).unwrap(),
+        )),
+    }
+}
+
+/// A fresh store on a temporary SQLite file, its URL, and the packages of the runs.
+async fn fresh_store(dir: &tempfile::TempDir) -> (Store, String, Packages) {
     let url = format!("sqlite://{}/spend.db", dir.path().display());
     let store = Store::connect(
         &url.parse::<DatabaseUrl>().unwrap(),
@@ -144,87 +234,34 @@ async fn run(ops: Vec<Op>) {
     .await
     .unwrap();
     store.migrate().await.unwrap();
-    let packages: Packages = "short=1:100:chf:1h,long=1:100:chf".parse().unwrap();
+    (
+        store,
+        url,
+        "short=1:100:chf:1h,long=1:100:chf".parse().unwrap(),
+    )
+}
+
+async fn run(ops: Vec<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, url, packages) = fresh_store(&dir).await;
     let mut now: i64 = 1_800_000_000_000;
     let mut orders: Vec<(String, i64, i64)> = Vec::new();
     let mut holds: Vec<String> = Vec::new();
     // What each key was first used for, and the answer it got.
     let mut keys: HashMap<u8, (CreditRequest, Answer)> = HashMap::new();
     let mut spent_by_outcomes = 0;
-    let exec = |sql: String| {
-        let url = url.clone();
-        async move {
-            use sqlx::Connection;
-            let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
-            sqlx::raw_sql(&sql).execute(&mut c).await.unwrap();
-        }
-    };
     for (i, op) in ops.into_iter().enumerate() {
-        let request = match op {
-            Op::Unlock { credits, short } => {
-                let order = format!("ord_{i}");
-                let package = if short { "short" } else { "long" };
-                exec(format!(
-                    "INSERT INTO orders (order_id, customer_email, package, credits, status, \
-                     payment_status, created_at, updated_at) VALUES ('{order}', '{EMAIL}', \
-                     '{package}', {credits}, 'paid', 'paid', {now}, {now}); \
-                     INSERT INTO credit_ledger (order_id, kind, delta, customer_email, event_id, \
-                     created_at) VALUES ('{order}', 'unlock', {credits}, '{EMAIL}', 'evt_{i}', {now})"
-                ))
-                .await;
-                orders.push((order, credits, 0));
-                None
-            }
-            Op::Refund { order, quarters } => {
-                // As the money rules do: never more than the order unlocked, in all.
-                if let Some((order, credits, revoked)) = orders.get_mut(order) {
-                    let take = (*credits * quarters / 4).min(*credits - *revoked);
-                    *revoked += take;
-                    exec(format!(
-                        "INSERT INTO credit_ledger (order_id, kind, delta, customer_email, \
-                         event_id, step, created_at) VALUES ('{order}', 'revoke', {}, '{EMAIL}', \
-                         'evt_r{i}', 'r{i}', {now})",
-                        -take
-                    ))
-                    .await;
-                }
-                None
-            }
-            Op::Wait { minutes } => {
-                now += minutes * 60_000;
-                None
-            }
-            Op::Upkeep => {
-                store
-                    .credits()
-                    .expire_due(&packages, now, 100)
-                    .await
-                    .unwrap();
-                None
-            }
-            Op::Spend { credits, key } => Some((
-                key,
-                CreditRequest::spend(EMAIL, credits, "r", None).unwrap(),
-            )),
-            Op::Hold {
-                credits,
-                key,
-                minutes,
-            } => Some((
-                key,
-                CreditRequest::hold(EMAIL, credits, "h", None, Some(minutes * 60_000)).unwrap(),
-            )),
-            Op::Capture { hold, credits, key } => holds
-                .get(hold)
-                .map(|id| (key, CreditRequest::capture(id, credits).unwrap())),
-            Op::Release { hold, key } => holds
-                .get(hold)
-                .map(|id| (key, CreditRequest::release(id).unwrap())),
-            Op::Adjust { credits, key } => Some((
-                key,
-                CreditRequest::adjust(EMAIL, credits, "prop", "cli:prop", Some(HOUR)).unwrap(),
-            )),
-        };
+        let request = outside(
+            &store,
+            &url,
+            &packages,
+            i,
+            &op,
+            &mut now,
+            &mut orders,
+            &holds,
+        )
+        .await;
         let before = sums(&url).await;
         let ahead = store
             .credits()
@@ -330,8 +367,125 @@ async fn run(ops: Vec<Op>) {
     store.close().await;
 }
 
+/// How a keyed request was answered, without the ids each run draws anew: carried out now
+/// (its status and what it came to), replayed, or refused for its key.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Fresh(u16, String),
+    Replayed(u16, String),
+    KeyReused,
+    KeyInUse,
+}
+
+fn seen(keyed: &Keyed, holds: &mut Vec<String>) -> Seen {
+    let what = |answer: &Answer| {
+        answer
+            .body
+            .chars()
+            .take_while(char::is_ascii_alphabetic)
+            .collect::<String>()
+    };
+    match keyed {
+        Keyed::Fresh(answer) => {
+            if let Some(rest) = answer.body.strip_prefix("Held(HoldView { hold_id: \"") {
+                holds.push(rest.split('"').next().unwrap().to_owned());
+            }
+            Seen::Fresh(answer.status, what(answer))
+        }
+        Keyed::Replayed(answer) => Seen::Replayed(answer.status, what(answer)),
+        Keyed::KeyReused => Seen::KeyReused,
+        Keyed::KeyInUse => Seen::KeyInUse,
+    }
+}
+
+/// Runs `ops` on a fresh store, each keyed request on its own, or (`batched`) with every run
+/// of spends, holds and adjustments gathered into one transaction as the spend API's lanes
+/// gather them (a capture or release on its own, as they run); how each was answered, the
+/// ledger's sums and the balance, available and held credits at the end.
+async fn transcript(ops: &[Op], batched: bool) -> (Vec<Seen>, Sums, [i64; 3]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, url, packages) = fresh_store(&dir).await;
+    let mut now: i64 = 1_800_000_000_000;
+    let (mut orders, mut holds, mut answers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut waiting: Vec<CreditWrite> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let gathered =
+            batched && matches!(op, Op::Spend { .. } | Op::Hold { .. } | Op::Adjust { .. });
+        if !gathered && !waiting.is_empty() {
+            let writes: Vec<&CreditWrite> = waiting.iter().collect();
+            let applied = store
+                .credits()
+                .apply_batch(&writes, &packages)
+                .await
+                .unwrap();
+            assert_eq!(applied.len(), writes.len());
+            answers.extend(applied.iter().map(|a| seen(&a.keyed, &mut holds)));
+            waiting.clear();
+        }
+        let Some((key, request)) = outside(
+            &store,
+            &url,
+            &packages,
+            i,
+            op,
+            &mut now,
+            &mut orders,
+            &holds,
+        )
+        .await
+        else {
+            continue;
+        };
+        let key = IdempotencyKey::parse(&format!("k{key}")).unwrap();
+        if gathered {
+            waiting.push(CreditWrite {
+                scope: KeyScope::Api,
+                key,
+                request,
+                now,
+                render: answer,
+            });
+            continue;
+        }
+        let keyed = store
+            .credits()
+            .apply(KeyScope::Api, &key, &request, &packages, now, answer)
+            .await
+            .unwrap();
+        answers.push(seen(&keyed, &mut holds));
+    }
+    let writes: Vec<&CreditWrite> = waiting.iter().collect();
+    let applied = store
+        .credits()
+        .apply_batch(&writes, &packages)
+        .await
+        .unwrap();
+    answers.extend(applied.iter().map(|a| seen(&a.keyed, &mut holds)));
+    let view = store
+        .credits()
+        .balance(EMAIL, &packages, now)
+        .await
+        .unwrap();
+    let sums = sums(&url).await;
+    store.close().await;
+    (answers, sums, [view.balance, view.available, view.held])
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// One commit for many requests answers each as it would have been answered alone, in
+    /// the same order, and leaves the same ledger: repeated keys in one batch included.
+    #[test]
+    fn a_batch_answers_as_its_requests_one_by_one(ops in proptest::collection::vec(op(), 1..40)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let alone = runtime.block_on(transcript(&ops, false));
+        let batched = runtime.block_on(transcript(&ops, true));
+        prop_assert_eq!(alone, batched);
+    }
 
     #[test]
     fn any_interleaving_keeps_the_ledger_whole(ops in proptest::collection::vec(op(), 1..40)) {

@@ -80,6 +80,8 @@ pub(crate) fn router(
         )
     });
     let scrape = metrics::router(Arc::clone(&metrics), store.clone(), &config.metrics);
+    let packages = Arc::new(config.worker.packages.clone());
+    let credits = claimcheck_core::CreditWriter::start(store.clone(), Arc::clone(&packages));
     let state = AppState {
         store,
         leptos_options,
@@ -102,7 +104,8 @@ pub(crate) fn router(
         api: ApiState {
             stripe: config.stripe.clone(),
             checkout_urls: config.checkout_urls.clone(),
-            packages: Arc::new(config.worker.packages.clone()),
+            packages: Arc::clone(&packages),
+            credits,
         },
         auth: Arc::new(auth::AuthState {
             throttle: throttle::LoginThrottle::new(Duration::from_secs(15 * 60), 5, 30),

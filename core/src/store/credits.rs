@@ -1,7 +1,8 @@
 //! A customer's credits beyond the order ledger: lots, spends, holds, expiries and
 //! adjustments (the rules are in [`crate::spending`]).
 //!
-//! Every request is one transaction:
+//! Every request is carried out inside one transaction (the spend API's spends, holds and
+//! adjustments share theirs with others in a lane, [`CreditWriter`]: one commit for many):
 //! 1. its Idempotency-Key is claimed first: a second request under the key waits for the
 //!    first to commit (PostgreSQL's unique index, SQLite's one writer) and gets its answer;
 //! 2. the customer is locked (PostgreSQL: an advisory lock per customer; SQLite: the writer
@@ -9,16 +10,25 @@
 //! 3. the customer's lots are brought up to date (a lot per unlocked order, expiries due);
 //! 4. the credits move and the answer is written beside them, so a crash before the commit
 //!    leaves neither, and a retry acts once.
+//!
+//! A lane's transaction locks all its customers first, in one order, before any key, so
+//! lanes (of this instance or another) never wait for each other in a circle; a request
+//! under a key taken earlier in the same transaction waits for its commit, then gets its
+//! answer (never an answer that could still roll back).
+
+use std::sync::Arc;
 
 use super::Credits;
-use super::query::{Tx, sql};
+use super::lanes::{Batch, Lanes};
+use super::query::{Arg, Tx, sql};
+use super::{Backend, Store};
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::error::StoreError;
 use crate::fulfilment::Packages;
 use crate::spending::{
-    AdjustmentView, Answer, BalanceView, Cause, CreditOutcome, CreditRequest, Draw, Expiring,
-    HoldStatus, HoldView, IdempotencyKey, KeyScope, Keyed, LedgerCursor, LedgerPage, LedgerRow,
-    LotView, SpendView,
+    AdjustmentView, Answer, Applied, BalanceView, Cause, CreditOutcome, CreditRequest, CreditWrite,
+    Draw, Expiring, HoldStatus, HoldView, IdempotencyKey, KeyScope, Keyed, LedgerCursor,
+    LedgerPage, LedgerRow, LotView, SpendView,
 };
 
 /// One lot as the customer's figures need it.
@@ -59,21 +69,64 @@ type LotRow = (
 );
 
 /// A lot's row and what it holds and gave.
-const LOT_COLUMNS: &str = "\
-    SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, \
+macro_rules! lot_fields {
+    () => {
+        "c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, \
         CASE WHEN c.order_id IS NULL THEN c.credits ELSE \
             (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
              WHERE l.order_id = c.order_id) END, \
-        c.drawn, c.expired_credits \
-    FROM credit_lots c";
+        c.drawn, c.expired_credits"
+    };
+}
+const LOT_COLUMNS: &str = concat!("SELECT ", lot_fields!(), " FROM credit_lots c");
 
-/// A customer's lots: soonest to expire first (credits that never expire last), then the
-/// oldest.
+/// A customer's lots, and (flagged, `package` named) a lot as it will be written for each
+/// unlocked order of theirs that has none yet: one statement, the same for every request.
 fn lots_sql() -> String {
     format!(
-        "{LOT_COLUMNS} WHERE c.customer_email = $1 \
-         ORDER BY CASE WHEN c.expires_at IS NULL THEN 1 ELSE 0 END, c.expires_at, \
-         c.created_at, c.lot_id"
+        "SELECT * FROM ({LOT_COLUMNS_FLAGGED} WHERE c.customer_email = $1 \
+         UNION ALL \
+         SELECT 'order:' || o.order_id, o.order_id, NULL, NULL, \
+             (SELECT MIN(u.created_at) FROM credit_ledger u \
+              WHERE u.order_id = o.order_id AND u.kind = 'unlock'), \
+             (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
+              WHERE l.order_id = o.order_id), \
+             CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST(1 AS BIGINT) \
+         FROM orders o WHERE o.customer_email = $1 \
+           AND EXISTS (SELECT 1 FROM credit_ledger u \
+                       WHERE u.order_id = o.order_id AND u.kind = 'unlock') \
+           AND NOT EXISTS (SELECT 1 FROM credit_lots c WHERE c.order_id = o.order_id)) lots"
+    )
+}
+
+/// [`LOT_COLUMNS`] and the two columns of a lot not written yet: its package, and 1.
+const LOT_COLUMNS_FLAGGED: &str = concat!(
+    "SELECT ",
+    lot_fields!(),
+    ", CAST(NULL AS TEXT), CAST(0 AS BIGINT) FROM credit_lots c"
+);
+
+type FlaggedLotRow = (
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    i64,
+);
+
+/// The order lots are drawn in: soonest to expire first (credits that never expire last),
+/// then the oldest.
+fn draw_order(lot: &Lot) -> (bool, Option<i64>, i64, String) {
+    (
+        lot.expires_at.is_none(),
+        lot.expires_at,
+        lot.created_at,
+        lot.lot_id.clone(),
     )
 }
 
@@ -106,13 +159,6 @@ impl Lot {
     }
 }
 
-/// Unlocked orders whose lot is not written yet.
-const UNLOTTED: &str = "\
-    SELECT o.order_id, o.customer_email, o.package, l.created_at \
-    FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id \
-    WHERE l.kind = 'unlock' AND o.customer_email IS NOT NULL \
-      AND NOT EXISTS (SELECT 1 FROM credit_lots c WHERE c.order_id = l.order_id)";
-
 const HOLD_COLUMNS: &str = "hold_id, customer_email, credits, reference, metadata, status, \
     captured, spend_id, expires_at, created_at, settled_at";
 
@@ -143,31 +189,48 @@ struct Account {
 }
 
 impl Account {
+    /// `email`'s credits, brought up to date inside `tx`: lots written for orders unlocked
+    /// since, expiries due applied. `lock`: whether the customer is to be locked here, or
+    /// already is (a lane's batch locks its customers first).
     async fn open(
         tx: &mut Tx,
         email: &str,
         packages: &Packages,
         now: i64,
+        lock: Lock,
     ) -> Result<Account, StoreError> {
-        if let Tx::Postgres(_) = tx {
-            tx.on()
-                .execute(sql("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(email))
-                .await?;
+        if lock == Lock::Take {
+            lock_customer(tx, email).await?;
         }
-        write_lots(tx, email, packages).await?;
-        let holds_expired_now = tx
+        let mut lots = read_lots(tx, email, packages).await?;
+        lots.sort_by_key(draw_order);
+        let holds: Vec<(i64, i64)> = tx
             .on()
-            .execute(
-                sql(
-                    "UPDATE credit_holds SET status = 'expired', settled_at = $2 \
-                     WHERE customer_email = $1 AND status = 'active' AND expires_at <= $2",
-                )
-                .bind(email)
-                .bind(now),
+            .all(
+                sql("SELECT credits, expires_at FROM credit_holds \
+                     WHERE customer_email = $1 AND status = 'active'")
+                .bind(email),
             )
             .await?;
-        let rows: Vec<LotRow> = tx.on().all(sql(lots_sql()).bind(email)).await?;
-        let mut lots: Vec<Lot> = rows.into_iter().map(lot).collect();
+        let holds_expired_now = if holds.iter().any(|&(_, at)| at <= now) {
+            tx.on()
+                .execute(
+                    sql(
+                        "UPDATE credit_holds SET status = 'expired', settled_at = $2 \
+                         WHERE customer_email = $1 AND status = 'active' AND expires_at <= $2",
+                    )
+                    .bind(email)
+                    .bind(now),
+                )
+                .await?
+        } else {
+            0
+        };
+        let held = holds
+            .iter()
+            .filter(|&&(_, at)| at > now)
+            .map(|&(credits, _)| credits)
+            .sum();
         let mut expired_now = 0;
         for lot in lots
             .iter_mut()
@@ -227,16 +290,6 @@ impl Account {
                 lot.expired_credits += correction;
             }
         }
-        let held: i64 = tx
-            .on()
-            .value(
-                sql(
-                    "SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM credit_holds \
-                     WHERE customer_email = $1 AND status = 'active'",
-                )
-                .bind(email),
-            )
-            .await?;
         Ok(Account {
             email: email.to_owned(),
             lots,
@@ -311,33 +364,61 @@ impl Account {
     }
 }
 
-/// Writes the lots of `email`'s unlocked orders that have none; how many.
-async fn write_lots(tx: &mut Tx, email: &str, packages: &Packages) -> Result<u64, StoreError> {
-    let query = sql(format!(
-        "{UNLOTTED} AND o.customer_email = $1 ORDER BY o.order_id"
-    ))
-    .bind(email);
-    let rows: Vec<(String, String, Option<String>, i64)> = tx.on().all(query).await?;
-    let mut written = 0;
-    for (order_id, customer_email, package, unlocked_at) in rows {
-        let expires_at = packages
-            .lasts_ms(package.as_deref())
-            .map(|ms| unlocked_at.saturating_add(ms));
-        written += tx
-            .on()
-            .execute(
-                sql("INSERT INTO credit_lots \
-                     (lot_id, customer_email, order_id, credits, expires_at, created_at) \
-                     VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING")
-                .bind(format!("order:{order_id}"))
-                .bind(customer_email)
-                .bind(&order_id)
-                .bind(expires_at)
-                .bind(unlocked_at),
-            )
-            .await?;
+/// Whether [`Account::open`] locks the customer or finds them locked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Take,
+    Held,
+}
+
+/// `email`'s lots, writing first the lot of each unlocked order that has none (its expiry
+/// counts from the unlock).
+async fn read_lots(tx: &mut Tx, email: &str, packages: &Packages) -> Result<Vec<Lot>, StoreError> {
+    let rows: Vec<FlaggedLotRow> = tx.on().all(sql(lots_sql()).bind(email)).await?;
+    let mut lots = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (lot_id, order_id, expires_at, expired_at, created_at) =
+            (row.0, row.1, row.2, row.3, row.4);
+        let (granted, drawn, expired_credits, package, unwritten) =
+            (row.5, row.6, row.7, row.8, row.9);
+        let expires_at = if unwritten == 1 {
+            let expires_at = packages
+                .lasts_ms(package.as_deref())
+                .map(|ms| created_at.saturating_add(ms));
+            let written = tx
+                .on()
+                .execute(
+                    sql("INSERT INTO credit_lots \
+                         (lot_id, customer_email, order_id, credits, expires_at, created_at) \
+                         VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING")
+                    .bind(lot_id.as_str())
+                    .bind(email)
+                    .bind(order_id.as_deref())
+                    .bind(expires_at)
+                    .bind(created_at),
+                )
+                .await?;
+            if written == 0 {
+                // Written since the read, by a request that holds no lock on this customer
+                // (none should): read again rather than count it twice.
+                return Box::pin(read_lots(tx, email, packages)).await;
+            }
+            expires_at
+        } else {
+            expires_at
+        };
+        lots.push(Lot {
+            lot_id,
+            order_id,
+            expires_at,
+            expired: expired_at.is_some(),
+            created_at,
+            granted,
+            drawn,
+            expired_credits,
+        });
     }
-    Ok(written)
+    Ok(lots)
 }
 
 /// One row of `credit_movements`.
@@ -485,58 +566,104 @@ impl Credits<'_> {
         now: i64,
         render: impl FnOnce(&CreditOutcome) -> Answer + Send,
     ) -> Result<Keyed, StoreError> {
-        let fingerprint = request.fingerprint();
         let mut tx = self.pool.begin().await?;
-        let claimed = tx
-            .on()
-            .execute(
-                sql("INSERT INTO credit_requests \
-                     (scope, idempotency_key, request_hash, status, body, created_at) \
-                     VALUES ($1, $2, $3, 0, '', $4) ON CONFLICT DO NOTHING")
-                .bind(scope.as_str())
-                .bind(key.as_str())
-                .bind(fingerprint.as_str())
-                .bind(now),
-            )
-            .await?;
-        if claimed == 0 {
-            let (hash, status, body): (String, i64, String) = tx
-                .on()
-                .one(
-                    sql(
-                        "SELECT request_hash, CAST(status AS BIGINT), body FROM credit_requests \
-                         WHERE scope = $1 AND idempotency_key = $2",
-                    )
-                    .bind(scope.as_str())
-                    .bind(key.as_str()),
+        let fingerprint = request.fingerprint();
+        let keyed = apply_in(
+            &mut tx,
+            scope,
+            key,
+            &fingerprint,
+            request,
+            packages,
+            now,
+            Lock::Take,
+            render,
+        )
+        .await?;
+        if let Keyed::Fresh(_) = keyed {
+            crate::failpoint::hit("credits.before_commit").await;
+            tx.commit().await?;
+        }
+        Ok(keyed)
+    }
+
+    /// Carries out `writes` in one transaction (one commit for all of them): each once
+    /// under its key, as [`Credits::apply`] would one by one. On PostgreSQL the customers
+    /// are locked first, in one order for every batch, so two batches never wait for each
+    /// other in a circle. A write under a key an earlier write of the batch took is carried out
+    /// after the commit, on its own: it gets that write's answer.
+    pub async fn apply_batch(
+        self,
+        writes: &[&CreditWrite],
+        packages: &Packages,
+    ) -> Result<Vec<Applied>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if let Tx::Postgres(_) = tx {
+            let mut customers: Vec<&str> =
+                writes.iter().filter_map(|w| w.request.customer()).collect();
+            customers.sort_unstable();
+            customers.dedup();
+            // In the array's order: a function scan yields its rows in order.
+            tx.on()
+                .execute(
+                    sql("SELECT pg_advisory_xact_lock(hashtextextended(e, 0)) \
+                         FROM unnest($1::text[]) WITH ORDINALITY AS t(e, n)")
+                    .bind(Arg::list(&customers)),
                 )
                 .await?;
-            return Ok(if hash != fingerprint {
-                Keyed::KeyReused
-            } else if status == 0 {
-                Keyed::KeyInUse
-            } else {
-                Keyed::Replayed(Answer {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                })
-            });
         }
-        let outcome = carry_out(&mut tx, request, key, packages, now).await?;
-        let answer = render(&outcome);
-        tx.on()
-            .execute(
-                sql("UPDATE credit_requests SET status = $3, body = $4 \
-                     WHERE scope = $1 AND idempotency_key = $2")
-                .bind(scope.as_str())
-                .bind(key.as_str())
-                .bind(i64::from(answer.status))
-                .bind(answer.body.as_str()),
+        let mut taken = std::collections::HashSet::new();
+        let mut applied = Vec::with_capacity(writes.len());
+        let mut later = Vec::new();
+        for (i, write) in writes.iter().enumerate() {
+            if !taken.insert((write.scope, write.key.as_str())) {
+                // Its key's first request is in this transaction: it is answered once that
+                // one committed (a replay, or "reused" for another request).
+                later.push(i);
+                applied.push(None);
+                continue;
+            }
+            let mut result = "";
+            let keyed = apply_in(
+                &mut tx,
+                write.scope,
+                &write.key,
+                &write.request.fingerprint(),
+                &write.request,
+                packages,
+                write.now,
+                Lock::Held,
+                |outcome| {
+                    result = outcome.result();
+                    (write.render)(outcome)
+                },
             )
             .await?;
+            applied.push(Some(Applied { keyed, result }));
+        }
         crate::failpoint::hit("credits.before_commit").await;
         tx.commit().await?;
-        Ok(Keyed::Fresh(answer))
+        // (Should one of these fail, the lane carries out the batch again one by one: what
+        // committed above is then replayed, the same answers.)
+        for i in later {
+            let write = writes[i];
+            let mut result = "";
+            let keyed = self
+                .apply(
+                    write.scope,
+                    &write.key,
+                    &write.request,
+                    packages,
+                    write.now,
+                    |outcome| {
+                        result = outcome.result();
+                        (write.render)(outcome)
+                    },
+                )
+                .await?;
+            applied[i] = Some(Applied { keyed, result });
+        }
+        Ok(applied.into_iter().flatten().collect())
     }
 
     /// `email`'s credits now (their lots written and expiries applied first).
@@ -547,7 +674,7 @@ impl Credits<'_> {
         now: i64,
     ) -> Result<BalanceView, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let account = Account::open(&mut tx, email, packages, now).await?;
+        let account = Account::open(&mut tx, email, packages, now, Lock::Take).await?;
         tx.commit().await?;
         Ok(account.view(now))
     }
@@ -676,7 +803,7 @@ impl Credits<'_> {
         let (mut holds, mut lots) = (0, 0);
         for email in due {
             let mut tx = self.pool.begin().await?;
-            let account = Account::open(&mut tx, &email, packages, now).await?;
+            let account = Account::open(&mut tx, &email, packages, now, Lock::Take).await?;
             tx.commit().await?;
             holds += account.holds_expired_now;
             lots += account.expired_now;
@@ -725,12 +852,90 @@ impl Credits<'_> {
     }
 }
 
+/// [`Credits::apply`] inside `tx`: the key claimed (or its first answer found), the
+/// request carried out and its answer written beside it. Nothing is committed.
+#[allow(clippy::too_many_arguments)]
+async fn apply_in(
+    tx: &mut Tx,
+    scope: KeyScope,
+    key: &IdempotencyKey,
+    fingerprint: &str,
+    request: &CreditRequest,
+    packages: &Packages,
+    now: i64,
+    lock: Lock,
+    render: impl FnOnce(&CreditOutcome) -> Answer + Send,
+) -> Result<Keyed, StoreError> {
+    let claimed = tx
+        .on()
+        .execute(
+            sql("INSERT INTO credit_requests \
+                 (scope, idempotency_key, request_hash, status, body, created_at) \
+                 VALUES ($1, $2, $3, 0, '', $4) ON CONFLICT DO NOTHING")
+            .bind(scope.as_str())
+            .bind(key.as_str())
+            .bind(fingerprint)
+            .bind(now),
+        )
+        .await?;
+    if claimed == 0 {
+        let (hash, status, body): (String, i64, String) = tx
+            .on()
+            .one(
+                sql(
+                    "SELECT request_hash, CAST(status AS BIGINT), body FROM credit_requests \
+                     WHERE scope = $1 AND idempotency_key = $2",
+                )
+                .bind(scope.as_str())
+                .bind(key.as_str()),
+            )
+            .await?;
+        return Ok(if hash != fingerprint {
+            Keyed::KeyReused
+        } else if status == 0 {
+            Keyed::KeyInUse
+        } else {
+            Keyed::Replayed(Answer {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            })
+        });
+    }
+    let outcome = carry_out(tx, request, key, packages, now, lock).await?;
+    let answer = render(&outcome);
+    tx.on()
+        .execute(
+            sql("UPDATE credit_requests SET status = $3, body = $4 \
+                 WHERE scope = $1 AND idempotency_key = $2")
+            .bind(scope.as_str())
+            .bind(key.as_str())
+            .bind(i64::from(answer.status))
+            .bind(answer.body.as_str()),
+        )
+        .await?;
+    Ok(Keyed::Fresh(answer))
+}
+
+/// Locks `email`'s credits until the transaction ends (PostgreSQL; SQLite's one writer
+/// already is the lock).
+async fn lock_customer(tx: &mut Tx, email: &str) -> Result<(), StoreError> {
+    if let Tx::Postgres(_) = tx {
+        tx.on()
+            .execute(sql("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(email))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Carries out `request` inside `tx`; `lock` says whether the customer a spend, hold or
+/// adjustment names is locked already (a capture or release locks its hold's customer).
 async fn carry_out(
     tx: &mut Tx,
     request: &CreditRequest,
     key: &IdempotencyKey,
     packages: &Packages,
     now: i64,
+    lock: Lock,
 ) -> Result<CreditOutcome, StoreError> {
     match request {
         CreditRequest::Spend {
@@ -739,7 +944,7 @@ async fn carry_out(
             reference,
             metadata,
         } => {
-            let mut account = Account::open(tx, customer_email, packages, now).await?;
+            let mut account = Account::open(tx, customer_email, packages, now, lock).await?;
             let available = account.available();
             let Some(draws) = account.draw(*credits, available, now) else {
                 return Ok(account.insufficient(available));
@@ -774,7 +979,7 @@ async fn carry_out(
             metadata,
             expires_in_ms,
         } => {
-            let mut account = Account::open(tx, customer_email, packages, now).await?;
+            let mut account = Account::open(tx, customer_email, packages, now, lock).await?;
             let available = account.available();
             if account.balance() <= 0 || *credits > available {
                 return Ok(account.insufficient(available));
@@ -806,7 +1011,7 @@ async fn carry_out(
                 return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
             };
             let email = row.1.clone();
-            let account = Account::open(tx, &email, packages, now).await?;
+            let account = Account::open(tx, &email, packages, now, Lock::Take).await?;
             // Read again under the customer's lock: the answer of a concurrent release or of
             // the expiry stands.
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
@@ -826,8 +1031,9 @@ async fn carry_out(
                 return Ok(account.insufficient(available));
             };
             let spend_id = random("sp")?;
-            // Settled here first, and only if still active: the upkeep of another instance
-            // may have expired it since it was read (it takes no customer lock).
+            // Settled here first, and only if still active: a second guard beside the
+            // customer's lock, which the upkeep takes too (a capture racing the upkeep is
+            // `a_capture_racing_the_upkeep_settles_the_hold_once_postgres`).
             if !settle_hold(tx, hold_id, "captured", Some((take, &spend_id)), now).await? {
                 let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
                 return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
@@ -868,7 +1074,7 @@ async fn carry_out(
                 return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
             };
             let email = row.1.clone();
-            let mut account = Account::open(tx, &email, packages, now).await?;
+            let mut account = Account::open(tx, &email, packages, now, Lock::Take).await?;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
             if row.5 != HoldStatus::Active.as_str() {
                 return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
@@ -888,7 +1094,7 @@ async fn carry_out(
             actor,
             lasts_ms,
         } => {
-            let mut account = Account::open(tx, customer_email, packages, now).await?;
+            let mut account = Account::open(tx, customer_email, packages, now, lock).await?;
             let adjustment_id = random("adj")?;
             let mut movement = Movement {
                 movement_id: adjustment_id.clone(),
@@ -1018,4 +1224,90 @@ async fn settle_hold(
 /// A hold read inside the transaction that holds its customer's lock cannot vanish.
 fn hold_gone() -> StoreError {
     StoreError::Missing("a hold read in this transaction".to_owned())
+}
+
+/// How many PostgreSQL transactions carry credit requests side by side, and how many
+/// requests one of them may gather.
+const POSTGRES_CREDIT_LANES: usize = 4;
+const MAX_CREDIT_REQUESTS_PER_COMMIT: usize = 64;
+
+/// The spend API's writer: spends, holds and adjustments go through group-committing lanes
+/// (one per customer's share of the lanes), so one commit makes many of them durable; a
+/// capture or a release, which names only its hold, runs in its own transaction.
+#[derive(Debug, Clone)]
+pub struct CreditWriter {
+    store: Store,
+    packages: Arc<Packages>,
+    lanes: Lanes<CreditBatch>,
+}
+
+struct CreditBatch {
+    store: Store,
+    packages: Arc<Packages>,
+}
+
+impl Batch for CreditBatch {
+    type Write = CreditWrite;
+    type Done = Applied;
+    const WHAT: &'static str = "credit requests";
+
+    fn conflict_key(write: &CreditWrite) -> &str {
+        write.request.customer().unwrap_or("")
+    }
+
+    async fn apply<'a>(
+        &'a self,
+        writes: &'a [&'a CreditWrite],
+    ) -> Result<Vec<Applied>, StoreError> {
+        self.store
+            .credits()
+            .apply_batch(writes, &self.packages)
+            .await
+    }
+}
+
+impl CreditWriter {
+    /// Starts the lanes on the current Tokio runtime: one on SQLite,
+    /// [`POSTGRES_CREDIT_LANES`] on PostgreSQL.
+    pub fn start(store: Store, packages: Arc<Packages>) -> CreditWriter {
+        let backend: Backend = store.backend();
+        let batch = CreditBatch {
+            store: store.clone(),
+            packages: Arc::clone(&packages),
+        };
+        CreditWriter {
+            store,
+            packages,
+            lanes: Lanes::start(
+                batch,
+                backend,
+                POSTGRES_CREDIT_LANES,
+                MAX_CREDIT_REQUESTS_PER_COMMIT,
+            ),
+        }
+    }
+
+    /// Carries out `write` once under its key; durable when this returns `Ok`.
+    pub async fn apply(&self, write: CreditWrite) -> Result<Applied, StoreError> {
+        if write.request.customer().is_some() {
+            return self.lanes.write(write).await;
+        }
+        let mut result = "";
+        let keyed = self
+            .store
+            .credits()
+            .apply(
+                write.scope,
+                &write.key,
+                &write.request,
+                &self.packages,
+                write.now,
+                |outcome| {
+                    result = outcome.result();
+                    (write.render)(outcome)
+                },
+            )
+            .await?;
+        Ok(Applied { keyed, result })
+    }
 }

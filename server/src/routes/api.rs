@@ -35,6 +35,8 @@ pub(crate) struct ApiState {
     pub stripe: Option<StripeApi>,
     pub checkout_urls: Option<CheckoutUrls>,
     pub packages: Arc<Packages>,
+    /// Spends, holds, captures and releases, group-committed.
+    pub credits: claimcheck_core::CreditWriter,
 }
 
 pub(super) fn router() -> Router<AppState> {

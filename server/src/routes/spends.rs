@@ -16,7 +16,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use claimcheck_core::now_ms;
 use claimcheck_core::spending::{
-    Answer, CreditOutcome, CreditRequest, IdempotencyKey, KeyScope, Keyed, LedgerCursor, SpendError,
+    Answer, CreditOutcome, CreditRequest, CreditWrite, IdempotencyKey, KeyScope, Keyed,
+    LedgerCursor, SpendError,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -161,27 +162,24 @@ async fn apply(
 ) -> Result<Response, ApiError> {
     let key = key(headers)?;
     let request = request.map_err(|e| invalid(e, StatusCode::UNPROCESSABLE_ENTITY))?;
-    let mut result = "";
-    let keyed = state
-        .store
-        .credits()
-        .apply(
-            KeyScope::Api,
-            &key,
-            &request,
-            &state.api.packages,
-            now_ms(),
-            |outcome| {
-                result = outcome.result();
-                render(outcome)
-            },
-        )
+    let operation = request.operation();
+    let applied = state
+        .api
+        .credits
+        .apply(CreditWrite {
+            scope: KeyScope::Api,
+            key,
+            request,
+            now: now_ms(),
+            render,
+        })
         .await
         .map_err(ApiError::storage)?;
     state
         .webhook
         .metrics
-        .credit_request(request.operation(), keyed.result(result));
+        .credit_request(operation, applied.metric());
+    let keyed = applied.keyed;
     Ok(match keyed {
         Keyed::Fresh(answer) => answered(answer, false),
         Keyed::Replayed(answer) => answered(answer, true),

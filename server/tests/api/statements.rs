@@ -25,9 +25,9 @@ use crate::helpers::{Backend, TestDb};
 /// The release whose snapshot this code must match.
 const RELEASE: &str = env!("CARGO_PKG_VERSION");
 /// The release deployed before this one: its statements must prepare against this schema.
-const PREVIOUS: &str = "0.1.0";
+const PREVIOUS: &str = "0.2.0";
 /// The last migration the previous release shipped: the ones after it are this release's.
-const PREVIOUS_LAST_MIGRATION: u32 = 28;
+const PREVIOUS_LAST_MIGRATION: u32 = 31;
 
 fn snapshot_dir(release: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -469,7 +469,7 @@ async fn this_release_prepares_against_its_own_schema() {
 fn migrations_since_the_previous_release_only_expand() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
     let mut found = Vec::new();
-    let mut checked = 0;
+    let mut read = 0;
     for backend in ["sqlite", "postgres"] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(backend))
             .unwrap()
@@ -479,6 +479,7 @@ fn migrations_since_the_previous_release_only_expand() {
         for file in files {
             let name = file.file_name().unwrap().to_string_lossy().into_owned();
             let version: u32 = name[..4].parse().unwrap();
+            read += 1;
             if version <= PREVIOUS_LAST_MIGRATION {
                 continue;
             }
@@ -486,7 +487,6 @@ fn migrations_since_the_previous_release_only_expand() {
             if text.starts_with("-- contracting:") {
                 continue;
             }
-            checked += 1;
             found.extend(
                 contracting(&text, backend == "postgres")
                     .into_iter()
@@ -494,7 +494,12 @@ fn migrations_since_the_previous_release_only_expand() {
             );
         }
     }
-    assert!(checked > 0, "no migration of this release was checked");
+    // (A release may have no migration of its own: `contracting_changes_are_named` holds
+    // the check itself to known cases.)
+    assert!(
+        read > 2 * PREVIOUS_LAST_MIGRATION as usize - 4,
+        "the migrations were read"
+    );
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
