@@ -260,7 +260,6 @@ impl CreditRequest {
         })
     }
 
-    /// The operation, as metrics and logs name it.
     /// The customer whose credits the request moves, when the request names one (a capture
     /// or a release names only its hold).
     pub fn customer(&self) -> Option<&str> {
@@ -272,6 +271,7 @@ impl CreditRequest {
         }
     }
 
+    /// The operation, as metrics and logs name it.
     pub fn operation(&self) -> &'static str {
         match self {
             CreditRequest::Spend { .. } => "spend",

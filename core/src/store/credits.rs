@@ -11,8 +11,12 @@
 //! 4. the credits move and the answer is written beside them, so a crash before the commit
 //!    leaves neither, and a retry acts once.
 //!
-//! A lane's transaction locks all its customers first, in one order, before any key, so
-//! lanes (of this instance or another) never wait for each other in a circle; a request
+//! Every transaction locks its customers before it claims a key: a lane's batch all of its
+//! customers first, in one order; any other request its one customer (a capture or release
+//! its hold's). Two transactions then never wait for each other in a circle on customers;
+//! only one client reusing keys at the same moment across customers could still make two
+//! batches wait on each other's keys, and PostgreSQL ends that after its deadlock timeout
+//! (the batch is carried out again one by one). A request
 //! under a key taken earlier in the same transaction waits for its commit, then gets its
 //! answer (never an answer that could still roll back).
 
@@ -567,6 +571,17 @@ impl Credits<'_> {
         render: impl FnOnce(&CreditOutcome) -> Answer + Send,
     ) -> Result<Keyed, StoreError> {
         let mut tx = self.pool.begin().await?;
+        // The customer before the key, as a lane's batch takes them: a capture or release
+        // locks its hold's customer first (their hold cannot move to another customer).
+        let customer = match request {
+            CreditRequest::Capture { hold_id, .. } | CreditRequest::Release { hold_id } => {
+                read_hold(&mut tx, hold_id).await?.map(|row| row.1)
+            }
+            _ => request.customer().map(str::to_owned),
+        };
+        if let Some(email) = &customer {
+            lock_customer(&mut tx, email).await?;
+        }
         let fingerprint = request.fingerprint();
         let keyed = apply_in(
             &mut tx,

@@ -35,7 +35,7 @@ pub(crate) struct ApiState {
     pub stripe: Option<StripeApi>,
     pub checkout_urls: Option<CheckoutUrls>,
     pub packages: Arc<Packages>,
-    /// Spends, holds, captures and releases, group-committed.
+    /// Spends, holds and adjustments, group-committed (captures and releases each alone).
     pub credits: claimcheck_core::CreditWriter,
 }
 
