@@ -207,7 +207,7 @@ impl Account {
             lock_customer(tx, email).await?;
         }
         let mut lots = read_lots(tx, email, packages).await?;
-        lots.sort_by_key(draw_order);
+        lots.sort_by_cached_key(draw_order);
         let holds: Vec<(i64, i64)> = tx
             .on()
             .all(
@@ -591,7 +591,7 @@ impl Credits<'_> {
             request,
             packages,
             now,
-            Lock::Take,
+            Lock::Held,
             render,
         )
         .await?;
