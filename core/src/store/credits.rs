@@ -3,13 +3,19 @@
 //!
 //! Every request is carried out inside one transaction (the spend API's spends, holds and
 //! adjustments share theirs with others in a lane, [`CreditWriter`]: one commit for many):
-//! 1. its Idempotency-Key is claimed first: a second request under the key waits for the
-//!    first to commit (PostgreSQL's unique index, SQLite's one writer) and gets its answer;
-//! 2. the customer is locked (PostgreSQL: an advisory lock per customer; SQLite: the writer
+//! 1. the customer is locked (PostgreSQL: an advisory lock per customer; SQLite: the writer
 //!    already is one), so two spends never both read "3 left";
-//! 3. the customer's lots are brought up to date (a lot per unlocked order, expiries due);
+//! 2. its Idempotency-Key is claimed: a second request under the key waits for the first to
+//!    commit (PostgreSQL's unique index, SQLite's one writer) and gets its answer;
+//! 3. the customer's lots are brought up to date (a lot per unlocked order, expiries due) and
+//!    kept in memory ([`Books`]) while the transaction's requests move them;
 //! 4. the credits move and the answer is written beside them, so a crash before the commit
 //!    leaves neither, and a retry acts once.
+//!
+//! A batch does each step once for all of its requests, with one statement each: the
+//! customers locked, the keys claimed, the accounts read (lots, then holds), then the ledger
+//! rows (movements, draws, what each lot gave) and the answers written: a batch of spends
+//! costs eight statements on PostgreSQL, seven on SQLite, however many spends it holds.
 //!
 //! Every transaction locks its customers before it claims a key: a lane's batch all of its
 //! customers first, in one order; any other request its one customer (a capture or release
@@ -20,11 +26,12 @@
 //! under a key taken earlier in the same transaction waits for its commit, then gets its
 //! answer (never an answer that could still roll back).
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::Credits;
 use super::lanes::{Batch, Lanes};
-use super::query::{Arg, Tx, sql};
+use super::query::{Arg, Records, Tx, sql};
 use super::{Backend, Store};
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::error::StoreError;
@@ -84,30 +91,38 @@ macro_rules! lot_fields {
 }
 const LOT_COLUMNS: &str = concat!("SELECT ", lot_fields!(), " FROM credit_lots c");
 
-/// A customer's lots, and (flagged, `package` named) a lot as it will be written for each
-/// unlocked order of theirs that has none yet: one statement, the same for every request.
-fn lots_sql() -> String {
+/// Customers' lots (the customers a JSON array or text array in `$1`), and (flagged,
+/// `package` named) a lot as it will be written for each unlocked order of theirs that has
+/// none yet: one statement, the same for every request, each row with its customer last.
+fn lots_sql(tx: &Tx) -> String {
+    let (lots, orders) = (
+        tx.in_list("c.customer_email", "$1"),
+        tx.in_list("o.customer_email", "$1"),
+    );
     format!(
-        "SELECT * FROM ({LOT_COLUMNS_FLAGGED} WHERE c.customer_email = $1 \
+        "SELECT * FROM ({LOT_COLUMNS_FLAGGED} WHERE {lots} \
          UNION ALL \
          SELECT 'order:' || o.order_id, o.order_id, NULL, NULL, \
              (SELECT MIN(u.created_at) FROM credit_ledger u \
               WHERE u.order_id = o.order_id AND u.kind = 'unlock'), \
              (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
               WHERE l.order_id = o.order_id), \
-             CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST(1 AS BIGINT) \
-         FROM orders o WHERE o.customer_email = $1 \
+             CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST(1 AS BIGINT), \
+             o.customer_email \
+         FROM orders o WHERE {orders} \
            AND EXISTS (SELECT 1 FROM credit_ledger u \
                        WHERE u.order_id = o.order_id AND u.kind = 'unlock') \
-           AND NOT EXISTS (SELECT 1 FROM credit_lots c WHERE c.order_id = o.order_id)) lots"
+           AND NOT EXISTS (SELECT 1 FROM credit_lots c \
+                           WHERE c.lot_id = 'order:' || o.order_id)) lots"
     )
 }
 
-/// [`LOT_COLUMNS`] and the two columns of a lot not written yet: its package, and 1.
+/// [`LOT_COLUMNS`] and the three columns of a lot not written yet: its package, 1, and
+/// (on every row) its customer.
 const LOT_COLUMNS_FLAGGED: &str = concat!(
     "SELECT ",
     lot_fields!(),
-    ", CAST(NULL AS TEXT), CAST(0 AS BIGINT) FROM credit_lots c"
+    ", CAST(NULL AS TEXT), CAST(0 AS BIGINT), c.customer_email FROM credit_lots c"
 );
 
 type FlaggedLotRow = (
@@ -121,6 +136,7 @@ type FlaggedLotRow = (
     i64,
     Option<String>,
     i64,
+    String,
 );
 
 /// The order lots are drawn in: soonest to expire first (credits that never expire last),
@@ -186,6 +202,9 @@ struct Account {
     email: String,
     lots: Vec<Lot>,
     held: i64,
+    /// The first instant these figures change by themselves: a lot's or an active hold's
+    /// expiry. Past it, the account is read again.
+    due: Option<i64>,
     /// Lots this transaction marked expired.
     expired_now: u64,
     /// Holds this transaction found past their expiry and released.
@@ -193,29 +212,60 @@ struct Account {
 }
 
 impl Account {
-    /// `email`'s credits, brought up to date inside `tx`: lots written for orders unlocked
-    /// since, expiries due applied. `lock`: whether the customer is to be locked here, or
-    /// already is (a lane's batch locks its customers first).
+    /// `email`'s credits, locked here, brought up to date inside `tx`: lots written for
+    /// orders unlocked since, expiries due applied.
     async fn open(
         tx: &mut Tx,
         email: &str,
         packages: &Packages,
         now: i64,
-        lock: Lock,
     ) -> Result<Account, StoreError> {
-        if lock == Lock::Take {
-            lock_customer(tx, email).await?;
+        lock_customer(tx, email).await?;
+        Account::open_all(tx, &[email], packages, now)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Missing("an account just read".to_owned()))
+    }
+
+    /// The credits of `emails` (locked already), in their order, read with two statements
+    /// for all of them.
+    async fn open_all(
+        tx: &mut Tx,
+        emails: &[&str],
+        packages: &Packages,
+        now: i64,
+    ) -> Result<Vec<Account>, StoreError> {
+        let mut lots = read_lots(tx, emails, packages).await?;
+        let statement = format!(
+            "SELECT customer_email, credits, expires_at FROM credit_holds \
+             WHERE {} AND status = 'active'",
+            tx.in_list("customer_email", "$1")
+        );
+        let rows: Vec<(String, i64, i64)> =
+            tx.on().all(sql(statement).bind(Arg::list(emails))).await?;
+        let mut holds: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
+        for (email, credits, expires_at) in rows {
+            holds.entry(email).or_default().push((credits, expires_at));
         }
-        let mut lots = read_lots(tx, email, packages).await?;
+        let mut accounts = Vec::with_capacity(emails.len());
+        for email in emails {
+            let lots = lots.remove(*email).unwrap_or_default();
+            let holds = holds.remove(*email).unwrap_or_default();
+            accounts.push(Account::assemble(tx, email, lots, &holds, now).await?);
+        }
+        Ok(accounts)
+    }
+
+    /// `email`'s account from its lots and active holds (credits, expiry) as read: what is
+    /// due by `now` expired.
+    async fn assemble(
+        tx: &mut Tx,
+        email: &str,
+        mut lots: Vec<Lot>,
+        holds: &[(i64, i64)],
+        now: i64,
+    ) -> Result<Account, StoreError> {
         lots.sort_by_cached_key(draw_order);
-        let holds: Vec<(i64, i64)> = tx
-            .on()
-            .all(
-                sql("SELECT credits, expires_at FROM credit_holds \
-                     WHERE customer_email = $1 AND status = 'active'")
-                .bind(email),
-            )
-            .await?;
         let holds_expired_now = if holds.iter().any(|&(_, at)| at <= now) {
             tx.on()
                 .execute(
@@ -235,6 +285,13 @@ impl Account {
             .filter(|&&(_, at)| at > now)
             .map(|&(credits, _)| credits)
             .sum();
+        let due = lots
+            .iter()
+            .filter(|l| !l.expired)
+            .filter_map(|l| l.expires_at)
+            .chain(holds.iter().map(|&(_, at)| at))
+            .filter(|&at| at > now)
+            .min();
         let mut expired_now = 0;
         for lot in lots
             .iter_mut()
@@ -298,9 +355,15 @@ impl Account {
             email: email.to_owned(),
             lots,
             held,
+            due,
             expired_now,
             holds_expired_now,
         })
+    }
+
+    /// Something of the account (a new hold, a new lot) expires at `at`.
+    fn falls_due(&mut self, at: i64) {
+        self.due = Some(self.due.map_or(at, |due| due.min(at)));
     }
 
     fn balance(&self) -> i64 {
@@ -368,23 +431,21 @@ impl Account {
     }
 }
 
-/// Whether [`Account::open`] locks the customer or finds them locked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lock {
-    Take,
-    Held,
-}
-
-/// `email`'s lots, writing first the lot of each unlocked order that has none (its expiry
-/// counts from the unlock).
-async fn read_lots(tx: &mut Tx, email: &str, packages: &Packages) -> Result<Vec<Lot>, StoreError> {
-    let rows: Vec<FlaggedLotRow> = tx.on().all(sql(lots_sql()).bind(email)).await?;
-    let mut lots = Vec::with_capacity(rows.len());
+/// The lots of `emails`, by customer, writing first the lot of each unlocked order that has
+/// none (its expiry counts from the unlock).
+async fn read_lots(
+    tx: &mut Tx,
+    emails: &[&str],
+    packages: &Packages,
+) -> Result<HashMap<String, Vec<Lot>>, StoreError> {
+    let statement = lots_sql(tx);
+    let rows: Vec<FlaggedLotRow> = tx.on().all(sql(statement).bind(Arg::list(emails))).await?;
+    let mut lots: HashMap<String, Vec<Lot>> = HashMap::new();
     for row in rows {
         let (lot_id, order_id, expires_at, expired_at, created_at) =
             (row.0, row.1, row.2, row.3, row.4);
-        let (granted, drawn, expired_credits, package, unwritten) =
-            (row.5, row.6, row.7, row.8, row.9);
+        let (granted, drawn, expired_credits, package, unwritten, email) =
+            (row.5, row.6, row.7, row.8, row.9, row.10);
         let expires_at = if unwritten == 1 {
             let expires_at = packages
                 .lasts_ms(package.as_deref())
@@ -396,7 +457,7 @@ async fn read_lots(tx: &mut Tx, email: &str, packages: &Packages) -> Result<Vec<
                          (lot_id, customer_email, order_id, credits, expires_at, created_at) \
                          VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING")
                     .bind(lot_id.as_str())
-                    .bind(email)
+                    .bind(email.as_str())
                     .bind(order_id.as_deref())
                     .bind(expires_at)
                     .bind(created_at),
@@ -405,13 +466,13 @@ async fn read_lots(tx: &mut Tx, email: &str, packages: &Packages) -> Result<Vec<
             if written == 0 {
                 // Written since the read, by a request that holds no lock on this customer
                 // (none should): read again rather than count it twice.
-                return Box::pin(read_lots(tx, email, packages)).await;
+                return Box::pin(read_lots(tx, emails, packages)).await;
             }
             expires_at
         } else {
             expires_at
         };
-        lots.push(Lot {
+        lots.entry(email).or_default().push(Lot {
             lot_id,
             order_id,
             expires_at,
@@ -459,47 +520,150 @@ impl<'a> Movement<'a> {
         }
     }
 
+    /// Writes the movement and its draws now.
     async fn write(&self, tx: &mut Tx, draws: &[Draw]) -> Result<(), StoreError> {
-        tx.on()
-            .execute(
-                sql(
-                    "INSERT INTO credit_movements (movement_id, customer_email, kind, delta, \
-                     reference, metadata, hold_id, lot_id, actor, reason, idempotency_key, \
-                     created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                )
-                .bind(self.movement_id.as_str())
-                .bind(self.email)
-                .bind(self.kind)
-                .bind(self.delta)
-                .bind(self.reference)
-                .bind(self.metadata.clone())
-                .bind(self.hold_id)
-                .bind(self.lot_id)
-                .bind(self.actor)
-                .bind(self.reason)
-                .bind(self.key)
-                .bind(self.now),
-            )
-            .await?;
+        let mut ledger = Ledger::default();
+        ledger.add(self, draws);
+        ledger.write(tx).await
+    }
+}
+
+/// Movements and their draws to be written together: a lane's batch writes the rows of all of
+/// its requests with three statements.
+#[derive(Default)]
+struct Ledger {
+    movements: Records,
+    draws: Records,
+    /// What each lot gave, summed.
+    drawn: BTreeMap<String, i64>,
+}
+
+impl Ledger {
+    fn add(&mut self, movement: &Movement<'_>, draws: &[Draw]) {
+        let m = movement;
+        self.movements.push(serde_json::json!({
+            "n": self.movements.len(), "movement_id": m.movement_id, "customer_email": m.email, "kind": m.kind,
+            "delta": m.delta, "reference": m.reference, "metadata": m.metadata,
+            "hold_id": m.hold_id, "lot_id": m.lot_id, "actor": m.actor, "reason": m.reason,
+            "idempotency_key": m.key, "created_at": m.now,
+        }));
         for draw in draws {
-            tx.on()
-                .execute(
-                    sql("INSERT INTO credit_draws (movement_id, lot_id, credits) \
-                         VALUES ($1, $2, $3)")
-                    .bind(self.movement_id.as_str())
-                    .bind(draw.lot_id.as_str())
-                    .bind(draw.credits),
-                )
-                .await?;
-            tx.on()
-                .execute(
-                    sql("UPDATE credit_lots SET drawn = drawn + $2 WHERE lot_id = $1")
-                        .bind(draw.lot_id.as_str())
-                        .bind(draw.credits),
-                )
-                .await?;
+            self.draws.push(serde_json::json!({
+                "movement_id": m.movement_id, "lot_id": draw.lot_id, "credits": draw.credits,
+            }));
+            *self.drawn.entry(draw.lot_id.clone()).or_default() += draw.credits;
+        }
+    }
+
+    /// Writes what was added (in the order it was added) and forgets it.
+    async fn write(&mut self, tx: &mut Tx) -> Result<(), StoreError> {
+        let Ledger {
+            movements,
+            draws,
+            drawn,
+        } = std::mem::take(self);
+        if movements.is_empty() {
+            return Ok(());
+        }
+        let columns = [
+            ("n", "bigint"),
+            ("movement_id", "text"),
+            ("customer_email", "text"),
+            ("kind", "text"),
+            ("delta", "bigint"),
+            ("reference", "text"),
+            ("metadata", "text"),
+            ("hold_id", "text"),
+            ("lot_id", "text"),
+            ("actor", "text"),
+            ("reason", "text"),
+            ("idempotency_key", "text"),
+            ("created_at", "bigint"),
+        ];
+        let names = columns[1..].iter().map(|(name, _)| *name);
+        let names = names.collect::<Vec<_>>().join(", ");
+        let statement = format!(
+            "INSERT INTO credit_movements ({names}) SELECT {names} FROM {} ORDER BY m.n",
+            tx.records("$1", "m", &columns)
+        );
+        tx.on()
+            .execute(sql(statement).bind(movements.arg()))
+            .await?;
+        if draws.is_empty() {
+            return Ok(());
+        }
+        let columns = [
+            ("movement_id", "text"),
+            ("lot_id", "text"),
+            ("credits", "bigint"),
+        ];
+        let statement = format!(
+            "INSERT INTO credit_draws (movement_id, lot_id, credits) \
+             SELECT movement_id, lot_id, credits FROM {}",
+            tx.records("$1", "d", &columns)
+        );
+        tx.on().execute(sql(statement).bind(draws.arg())).await?;
+        let mut lots = Records::default();
+        for (lot_id, credits) in drawn {
+            lots.push(serde_json::json!({ "lot_id": lot_id, "credits": credits }));
+        }
+        let statement = format!(
+            "UPDATE credit_lots SET drawn = drawn + d.credits FROM {} \
+             WHERE credit_lots.lot_id = d.lot_id",
+            tx.records("$1", "d", &[("lot_id", "text"), ("credits", "bigint")])
+        );
+        tx.on().execute(sql(statement).bind(lots.arg())).await?;
+        Ok(())
+    }
+}
+
+/// The accounts a transaction has open, each read once and kept up to date in memory as its
+/// requests move credits, and the ledger rows they have yet to write. Every customer here is
+/// locked by the transaction.
+struct Books<'p> {
+    packages: &'p Packages,
+    accounts: HashMap<String, Account>,
+    ledger: Ledger,
+}
+
+impl<'p> Books<'p> {
+    fn new(packages: &'p Packages) -> Books<'p> {
+        Books {
+            packages,
+            accounts: HashMap::new(),
+            ledger: Ledger::default(),
+        }
+    }
+
+    /// Reads the accounts of `emails` (locked already) at once.
+    async fn open(&mut self, tx: &mut Tx, emails: &[&str], now: i64) -> Result<(), StoreError> {
+        self.ledger.write(tx).await?;
+        for account in Account::open_all(tx, emails, self.packages, now).await? {
+            self.accounts.insert(account.email.clone(), account);
         }
         Ok(())
+    }
+
+    /// `email`'s account (locked already) as of `now`: read again when it was not read yet
+    /// or something of it fell due since.
+    async fn account(
+        &mut self,
+        tx: &mut Tx,
+        email: &str,
+        now: i64,
+    ) -> Result<(&mut Account, &mut Ledger), StoreError> {
+        let fresh = self
+            .accounts
+            .get(email)
+            .is_some_and(|a| a.due.is_none_or(|due| now < due));
+        if !fresh {
+            self.open(tx, &[email], now).await?;
+        }
+        let account = self
+            .accounts
+            .get_mut(email)
+            .ok_or_else(|| StoreError::Missing("an account just read".to_owned()))?;
+        Ok((account, &mut self.ledger))
     }
 }
 
@@ -582,31 +746,32 @@ impl Credits<'_> {
         if let Some(email) = &customer {
             lock_customer(&mut tx, email).await?;
         }
-        let fingerprint = request.fingerprint();
-        let keyed = apply_in(
-            &mut tx,
+        let claim = KeyClaim {
             scope,
             key,
-            &fingerprint,
-            request,
-            packages,
+            fingerprint: request.fingerprint(),
             now,
-            Lock::Held,
-            render,
-        )
-        .await?;
-        if let Keyed::Fresh(_) = keyed {
-            crate::failpoint::hit("credits.before_commit").await;
-            tx.commit().await?;
+        };
+        if let Some(keyed) = claim_keys(&mut tx, &[claim]).await?.pop().flatten() {
+            return Ok(keyed);
         }
-        Ok(keyed)
+        let mut books = Books::new(packages);
+        let outcome = carry_out(&mut tx, request, key, &mut books, now).await?;
+        let answer = render(&outcome);
+        books.ledger.write(&mut tx).await?;
+        write_answers(&mut tx, &[(scope, key, &answer)]).await?;
+        crate::failpoint::hit("credits.before_commit").await;
+        tx.commit().await?;
+        Ok(Keyed::Fresh(answer))
     }
 
     /// Carries out `writes` in one transaction (one commit for all of them): each once
-    /// under its key, as [`Credits::apply`] would one by one. On PostgreSQL the customers
-    /// are locked first, in one order for every batch, so two batches never wait for each
-    /// other in a circle. A write under a key an earlier write of the batch took is carried out
-    /// after the commit, on its own: it gets that write's answer.
+    /// under its key, as [`Credits::apply`] would one by one, with a few statements for the
+    /// whole batch: the keys claimed together, each customer's account read once (all of them
+    /// together), the ledger rows and the answers written together. On PostgreSQL the
+    /// customers are locked first, in one order for every batch, so two batches never wait
+    /// for each other in a circle. A write under a key an earlier write of the batch took is
+    /// carried out after the commit, on its own: it gets that write's answer.
     pub async fn apply_batch(
         self,
         writes: &[&CreditWrite],
@@ -627,35 +792,55 @@ impl Credits<'_> {
                 )
                 .await?;
         }
-        let mut taken = std::collections::HashSet::new();
-        let mut applied = Vec::with_capacity(writes.len());
-        let mut later = Vec::new();
-        for (i, write) in writes.iter().enumerate() {
-            if !taken.insert((write.scope, write.key.as_str())) {
-                // Its key's first request is in this transaction: it is answered once that
-                // one committed (a replay, or "reused" for another request).
-                later.push(i);
-                applied.push(None);
+        // A key's first request in the batch; the others are answered once it committed (a
+        // replay, or "reused" for another request).
+        let mut taken = HashSet::new();
+        let (firsts, later): (Vec<usize>, Vec<usize>) = (0..writes.len())
+            .partition(|&i| taken.insert((writes[i].scope, writes[i].key.as_str())));
+        let claims: Vec<KeyClaim> = firsts
+            .iter()
+            .map(|&i| KeyClaim {
+                scope: writes[i].scope,
+                key: &writes[i].key,
+                fingerprint: writes[i].request.fingerprint(),
+                now: writes[i].now,
+            })
+            .collect();
+        let found = claim_keys(&mut tx, &claims).await?;
+        let fresh: Vec<&CreditWrite> = firsts
+            .iter()
+            .zip(&found)
+            .filter(|(_, found)| found.is_none())
+            .map(|(&i, _)| writes[i])
+            .collect();
+        let mut books = Books::new(packages);
+        let mut customers: Vec<&str> = fresh.iter().filter_map(|w| w.request.customer()).collect();
+        customers.sort_unstable();
+        customers.dedup();
+        if let Some(now) = fresh.iter().map(|w| w.now).min() {
+            books.open(&mut tx, &customers, now).await?;
+        }
+        let mut applied: Vec<Option<Applied>> = writes.iter().map(|_| None).collect();
+        let mut answers = Vec::with_capacity(fresh.len());
+        for (&i, found) in firsts.iter().zip(found) {
+            let write = writes[i];
+            if let Some(keyed) = found {
+                applied[i] = Some(Applied { keyed, result: "" });
                 continue;
             }
-            let mut result = "";
-            let keyed = apply_in(
-                &mut tx,
-                write.scope,
-                &write.key,
-                &write.request.fingerprint(),
-                &write.request,
-                packages,
-                write.now,
-                Lock::Held,
-                |outcome| {
-                    result = outcome.result();
-                    (write.render)(outcome)
-                },
-            )
-            .await?;
-            applied.push(Some(Applied { keyed, result }));
+            let outcome =
+                carry_out(&mut tx, &write.request, &write.key, &mut books, write.now).await?;
+            let answer = (write.render)(&outcome);
+            answers.push((write.scope, &write.key, answer.clone()));
+            applied[i] = Some(Applied {
+                keyed: Keyed::Fresh(answer),
+                result: outcome.result(),
+            });
         }
+        books.ledger.write(&mut tx).await?;
+        let answers: Vec<(KeyScope, &IdempotencyKey, &Answer)> =
+            answers.iter().map(|(s, k, a)| (*s, *k, a)).collect();
+        write_answers(&mut tx, &answers).await?;
         crate::failpoint::hit("credits.before_commit").await;
         tx.commit().await?;
         // (Should one of these fail, the lane carries out the batch again one by one: what
@@ -689,7 +874,7 @@ impl Credits<'_> {
         now: i64,
     ) -> Result<BalanceView, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let account = Account::open(&mut tx, email, packages, now, Lock::Take).await?;
+        let account = Account::open(&mut tx, email, packages, now).await?;
         tx.commit().await?;
         Ok(account.view(now))
     }
@@ -818,7 +1003,7 @@ impl Credits<'_> {
         let (mut holds, mut lots) = (0, 0);
         for email in due {
             let mut tx = self.pool.begin().await?;
-            let account = Account::open(&mut tx, &email, packages, now, Lock::Take).await?;
+            let account = Account::open(&mut tx, &email, packages, now).await?;
             tx.commit().await?;
             holds += account.holds_expired_now;
             lots += account.expired_now;
@@ -836,7 +1021,10 @@ impl Credits<'_> {
         let row: Option<LotRow> = self
             .pool
             .on()
-            .optional(sql(format!("{LOT_COLUMNS} WHERE c.order_id = $1")).bind(order_id))
+            .optional(
+                // An order's lot is `order:<order id>` (the primary key, no scan).
+                sql(format!("{LOT_COLUMNS} WHERE c.lot_id = 'order:' || $1")).bind(order_id),
+            )
             .await?;
         Ok(row.map(|r| lot(r).view(now)))
     }
@@ -867,68 +1055,122 @@ impl Credits<'_> {
     }
 }
 
-/// [`Credits::apply`] inside `tx`: the key claimed (or its first answer found), the
-/// request carried out and its answer written beside it. Nothing is committed.
-#[allow(clippy::too_many_arguments)]
-async fn apply_in(
-    tx: &mut Tx,
+/// A request's key, to be claimed.
+struct KeyClaim<'a> {
     scope: KeyScope,
-    key: &IdempotencyKey,
-    fingerprint: &str,
-    request: &CreditRequest,
-    packages: &Packages,
+    key: &'a IdempotencyKey,
+    fingerprint: String,
     now: i64,
-    lock: Lock,
-    render: impl FnOnce(&CreditOutcome) -> Answer + Send,
-) -> Result<Keyed, StoreError> {
-    let claimed = tx
-        .on()
-        .execute(
-            sql("INSERT INTO credit_requests \
-                 (scope, idempotency_key, request_hash, status, body, created_at) \
-                 VALUES ($1, $2, $3, 0, '', $4) ON CONFLICT DO NOTHING")
-            .bind(scope.as_str())
-            .bind(key.as_str())
-            .bind(fingerprint)
-            .bind(now),
-        )
-        .await?;
-    if claimed == 0 {
-        let (hash, status, body): (String, i64, String) = tx
-            .on()
-            .one(
-                sql(
-                    "SELECT request_hash, CAST(status AS BIGINT), body FROM credit_requests \
-                     WHERE scope = $1 AND idempotency_key = $2",
-                )
-                .bind(scope.as_str())
-                .bind(key.as_str()),
-            )
-            .await?;
-        return Ok(if hash != fingerprint {
-            Keyed::KeyReused
-        } else if status == 0 {
-            Keyed::KeyInUse
-        } else {
-            Keyed::Replayed(Answer {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            })
-        });
+}
+
+/// Claims the keys of `claims` (distinct) with one statement; for each, `None` when it was
+/// claimed here (its request is to be carried out), else what its key's first request
+/// came to (or that it is another request's, or still running). A key another transaction
+/// claimed and has not committed yet is waited for (PostgreSQL's unique index, SQLite's one
+/// writer).
+async fn claim_keys(
+    tx: &mut Tx,
+    claims: &[KeyClaim<'_>],
+) -> Result<Vec<Option<Keyed>>, StoreError> {
+    let mut rows = Records::default();
+    for claim in claims {
+        rows.push(serde_json::json!({
+            "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
+            "request_hash": claim.fingerprint, "created_at": claim.now,
+        }));
     }
-    let outcome = carry_out(tx, request, key, packages, now, lock).await?;
-    let answer = render(&outcome);
-    tx.on()
-        .execute(
-            sql("UPDATE credit_requests SET status = $3, body = $4 \
-                 WHERE scope = $1 AND idempotency_key = $2")
-            .bind(scope.as_str())
-            .bind(key.as_str())
-            .bind(i64::from(answer.status))
-            .bind(answer.body.as_str()),
+    let columns = [
+        ("scope", "text"),
+        ("idempotency_key", "text"),
+        ("request_hash", "text"),
+        ("created_at", "bigint"),
+    ];
+    let statement = format!(
+        "INSERT INTO credit_requests \
+         (scope, idempotency_key, request_hash, status, body, created_at) \
+         SELECT scope, idempotency_key, request_hash, 0, '', created_at FROM {} \
+         WHERE true ON CONFLICT DO NOTHING RETURNING scope, idempotency_key",
+        tx.records("$1", "k", &columns)
+    );
+    let claimed: Vec<(String, String)> = tx.on().all(sql(statement).bind(rows.arg())).await?;
+    let claimed: HashSet<(String, String)> = claimed.into_iter().collect();
+    let id = |claim: &KeyClaim<'_>| {
+        (
+            claim.scope.as_str().to_owned(),
+            claim.key.as_str().to_owned(),
         )
-        .await?;
-    Ok(Keyed::Fresh(answer))
+    };
+    let mut taken = Records::default();
+    for claim in claims.iter().filter(|c| !claimed.contains(&id(c))) {
+        taken.push(serde_json::json!({
+            "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
+        }));
+    }
+    let mut earlier: HashMap<(String, String), (String, i64, String)> = HashMap::new();
+    if !taken.is_empty() {
+        let statement = format!(
+            "SELECT r.scope, r.idempotency_key, r.request_hash, \
+             CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN {} \
+             ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
+            tx.records("$1", "k", &columns[..2])
+        );
+        let rows: Vec<(String, String, String, i64, String)> =
+            tx.on().all(sql(statement).bind(taken.arg())).await?;
+        earlier.extend(rows.into_iter().map(|r| ((r.0, r.1), (r.2, r.3, r.4))));
+    }
+    claims
+        .iter()
+        .map(|claim| {
+            let id = id(claim);
+            if claimed.contains(&id) {
+                return Ok(None);
+            }
+            let (hash, status, body) = earlier
+                .remove(&id)
+                .ok_or_else(|| StoreError::Missing("a key's first request".to_owned()))?;
+            Ok(Some(if hash != claim.fingerprint {
+                Keyed::KeyReused
+            } else if status == 0 {
+                Keyed::KeyInUse
+            } else {
+                Keyed::Replayed(Answer {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                })
+            }))
+        })
+        .collect()
+}
+
+/// Writes the answers of requests carried out, beside their keys, with one statement.
+async fn write_answers(
+    tx: &mut Tx,
+    answers: &[(KeyScope, &IdempotencyKey, &Answer)],
+) -> Result<(), StoreError> {
+    if answers.is_empty() {
+        return Ok(());
+    }
+    let mut rows = Records::default();
+    for (scope, key, answer) in answers {
+        rows.push(serde_json::json!({
+            "scope": scope.as_str(), "idempotency_key": key.as_str(),
+            "status": answer.status, "body": answer.body,
+        }));
+    }
+    let columns = [
+        ("scope", "text"),
+        ("idempotency_key", "text"),
+        ("status", "bigint"),
+        ("body", "text"),
+    ];
+    let statement = format!(
+        "UPDATE credit_requests SET status = a.status, body = a.body FROM {} \
+         WHERE credit_requests.scope = a.scope \
+         AND credit_requests.idempotency_key = a.idempotency_key",
+        tx.records("$1", "a", &columns)
+    );
+    tx.on().execute(sql(statement).bind(rows.arg())).await?;
+    Ok(())
 }
 
 /// Locks `email`'s credits until the transaction ends (PostgreSQL; SQLite's one writer
@@ -942,15 +1184,15 @@ async fn lock_customer(tx: &mut Tx, email: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Carries out `request` inside `tx`; `lock` says whether the customer a spend, hold or
-/// adjustment names is locked already (a capture or release locks its hold's customer).
+/// Carries out `request` inside `tx`, on the accounts of `books` (the customer a spend, hold
+/// or adjustment names is locked already; a capture or release locks its hold's customer).
+/// Its ledger rows are left in `books` to be written.
 async fn carry_out(
     tx: &mut Tx,
     request: &CreditRequest,
     key: &IdempotencyKey,
-    packages: &Packages,
+    books: &mut Books<'_>,
     now: i64,
-    lock: Lock,
 ) -> Result<CreditOutcome, StoreError> {
     match request {
         CreditRequest::Spend {
@@ -959,7 +1201,7 @@ async fn carry_out(
             reference,
             metadata,
         } => {
-            let mut account = Account::open(tx, customer_email, packages, now, lock).await?;
+            let (account, ledger) = books.account(tx, customer_email, now).await?;
             let available = account.available();
             let Some(draws) = account.draw(*credits, available, now) else {
                 return Ok(account.insufficient(available));
@@ -973,7 +1215,7 @@ async fn carry_out(
                 key: Some(key.as_str()),
                 ..Movement::new(customer_email, now)
             };
-            movement.write(tx, &draws).await?;
+            ledger.add(&movement, &draws);
             Ok(CreditOutcome::Spent(SpendView {
                 spend_id: movement.movement_id,
                 customer_email: customer_email.clone(),
@@ -994,7 +1236,7 @@ async fn carry_out(
             metadata,
             expires_in_ms,
         } => {
-            let mut account = Account::open(tx, customer_email, packages, now, lock).await?;
+            let (account, _) = books.account(tx, customer_email, now).await?;
             let available = account.available();
             if account.balance() <= 0 || *credits > available {
                 return Ok(account.insufficient(available));
@@ -1018,25 +1260,27 @@ async fn carry_out(
                 )
                 .await?;
             account.held += credits;
+            account.falls_due(expires_at);
             let row = read_hold(tx, &hold_id).await?.ok_or_else(hold_gone)?;
-            Ok(CreditOutcome::Held(hold_view(row, &account)?))
+            Ok(CreditOutcome::Held(hold_view(row, account)?))
         }
         CreditRequest::Capture { hold_id, credits } => {
             let Some(row) = read_hold(tx, hold_id).await? else {
                 return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
             };
             let email = row.1.clone();
-            let account = Account::open(tx, &email, packages, now, Lock::Take).await?;
+            lock_customer(tx, &email).await?;
+            let (account, ledger) = books.account(tx, &email, now).await?;
             // Read again under the customer's lock: the answer of a concurrent release or of
             // the expiry stands.
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
             let (held, status) = (row.2, row.5.clone());
             if status != HoldStatus::Active.as_str() {
-                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, account)?));
             }
             let take = credits.unwrap_or(held);
             if take > held {
-                return Ok(CreditOutcome::OverCapture(hold_view(row, &account)?));
+                return Ok(CreditOutcome::OverCapture(hold_view(row, account)?));
             }
             // The hold's own credits are what it may take. Drawn on a copy: a refusal below
             // reports the figures as they stand.
@@ -1051,7 +1295,7 @@ async fn carry_out(
             // `a_capture_racing_the_upkeep_settles_the_hold_once_postgres`).
             if !settle_hold(tx, hold_id, "captured", Some((take, &spend_id)), now).await? {
                 let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
-                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, account)?));
             }
             let movement = Movement {
                 movement_id: spend_id,
@@ -1063,11 +1307,11 @@ async fn carry_out(
                 key: Some(key.as_str()),
                 ..Movement::new(&email, now)
             };
-            movement.write(tx, &draws).await?;
-            let mut account = after;
+            ledger.add(&movement, &draws);
+            *account = after;
             account.held -= held;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
-            let hold = hold_view(row, &account)?;
+            let hold = hold_view(row, account)?;
             Ok(CreditOutcome::Captured {
                 spend: SpendView {
                     spend_id: movement.movement_id,
@@ -1089,18 +1333,19 @@ async fn carry_out(
                 return Ok(CreditOutcome::NoSuchHold(hold_id.clone()));
             };
             let email = row.1.clone();
-            let mut account = Account::open(tx, &email, packages, now, Lock::Take).await?;
+            lock_customer(tx, &email).await?;
+            let (account, _) = books.account(tx, &email, now).await?;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
             if row.5 != HoldStatus::Active.as_str() {
-                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, account)?));
             }
             if !settle_hold(tx, hold_id, "released", None, now).await? {
                 let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
-                return Ok(CreditOutcome::HoldSettled(hold_view(row, &account)?));
+                return Ok(CreditOutcome::HoldSettled(hold_view(row, account)?));
             }
             account.held -= row.2;
             let row = read_hold(tx, hold_id).await?.ok_or_else(hold_gone)?;
-            Ok(CreditOutcome::Released(hold_view(row, &account)?))
+            Ok(CreditOutcome::Released(hold_view(row, account)?))
         }
         CreditRequest::Adjust {
             customer_email,
@@ -1109,7 +1354,7 @@ async fn carry_out(
             actor,
             lasts_ms,
         } => {
-            let mut account = Account::open(tx, customer_email, packages, now, lock).await?;
+            let (account, ledger) = books.account(tx, customer_email, now).await?;
             let adjustment_id = random("adj")?;
             let mut movement = Movement {
                 movement_id: adjustment_id.clone(),
@@ -1145,6 +1390,10 @@ async fn carry_out(
                     drawn: 0,
                     expired_credits: 0,
                 });
+                account.lots.sort_by_cached_key(draw_order);
+                if let Some(at) = expires_at {
+                    account.falls_due(at);
+                }
                 (Some(lot_id), Vec::new(), expires_at)
             } else {
                 // A correction takes back only what is available: the balance never goes
@@ -1158,7 +1407,7 @@ async fn carry_out(
                 (None, draws, None)
             };
             movement.lot_id = lot_id.as_deref();
-            movement.write(tx, &draws).await?;
+            ledger.add(&movement, &draws);
             let outcome = format!(
                 "{credits:+} credits ({adjustment_id}), balance {}",
                 account.balance()

@@ -251,10 +251,7 @@ impl Pool {
     /// The condition that `column` is one of the texts in parameter `param`
     /// ([`Arg::TextList`]): the one place the two backends read a list differently.
     pub(super) fn in_list(&self, column: &str, param: &str) -> String {
-        match self {
-            Pool::Sqlite(_) => format!("{column} IN (SELECT value FROM json_each({param}))"),
-            Pool::Postgres(_) => format!("{column} = ANY({param}::text[])"),
-        }
+        in_list(matches!(self, Pool::Postgres(_)), column, param)
     }
 
     /// A transaction that will write (on SQLite, `BEGIN IMMEDIATE` on the one writer).
@@ -287,6 +284,70 @@ impl Tx {
             Tx::Sqlite(tx) => tx.commit().await,
             Tx::Postgres(tx) => tx.commit().await,
         }
+    }
+
+    /// [`Pool::in_list`] inside the transaction.
+    pub(super) fn in_list(&self, column: &str, param: &str) -> String {
+        in_list(matches!(self, Tx::Postgres(_)), column, param)
+    }
+
+    /// Rows sent as one parameter, `param`: a JSON array of objects ([`Records`]), read as the
+    /// table `alias` with `columns` (name and type, `text` or `bigint`). The one place the two
+    /// backends read rows out of JSON differently; a batch writes many rows with one statement.
+    pub(super) fn records(&self, param: &str, alias: &str, columns: &[(&str, &str)]) -> String {
+        match self {
+            Tx::Sqlite(_) => {
+                let fields: Vec<String> = columns
+                    .iter()
+                    .map(|(name, _)| format!("json_extract(value, '$.{name}') AS {name}"))
+                    .collect();
+                format!(
+                    "(SELECT {} FROM json_each({param})) AS {alias}",
+                    fields.join(", ")
+                )
+            }
+            Tx::Postgres(_) => {
+                let fields: Vec<String> = columns
+                    .iter()
+                    .map(|(name, kind)| format!("{name} {kind}"))
+                    .collect();
+                format!(
+                    "json_to_recordset({param}::json) AS {alias}({})",
+                    fields.join(", ")
+                )
+            }
+        }
+    }
+}
+
+fn in_list(postgres: bool, column: &str, param: &str) -> String {
+    if postgres {
+        format!("{column} = ANY({param}::text[])")
+    } else {
+        format!("{column} IN (SELECT value FROM json_each({param}))")
+    }
+}
+
+/// Rows for [`Tx::records`]: each an object of its columns' values.
+#[derive(Debug, Default)]
+pub(super) struct Records(Vec<serde_json::Value>);
+
+impl Records {
+    pub(super) fn push(&mut self, row: serde_json::Value) {
+        self.0.push(row);
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The rows as the one argument of their parameter.
+    pub(super) fn arg(self) -> Arg<'static> {
+        Arg::Text(Cow::Owned(serde_json::Value::Array(self.0).to_string()))
     }
 }
 

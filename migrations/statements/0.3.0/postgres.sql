@@ -13,14 +13,14 @@ INSERT INTO backlog_samples (hour, failed, stale) VALUES ($1, $2, $3) ON CONFLIC
 INSERT INTO bulk_redrive_items (batch_id, seq, event_id) SELECT $1, u.seq, u.event_id FROM UNNEST($2::text[]) WITH ORDINALITY AS u(event_id, seq)
 INSERT INTO bulk_redrives (batch_id, actor, reason, filter, total, state, runner, lease_until, created_at) VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8)
 INSERT INTO claim_terms (term, event_id, kind) SELECT t, e, k FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(t, e, k) ON CONFLICT DO NOTHING
-INSERT INTO credit_draws (movement_id, lot_id, credits) VALUES ($1, $2, $3)
+INSERT INTO credit_draws (movement_id, lot_id, credits) SELECT movement_id, lot_id, credits FROM json_to_recordset($1::json) AS d(movement_id text, lot_id text, credits bigint)
 INSERT INTO credit_holds (hold_id, customer_email, credits, reference, metadata, status, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7)
 INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, created_at) SELECT o, 'unlock', d, e, c, ev, $6 FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(o, d, e, c, ev) ON CONFLICT DO NOTHING RETURNING order_id
 INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, idempotency_key, step, amount, created_at) SELECT order_id, $2, $3, customer_email, customer_id, $4, $5, $6, $7, $8 FROM orders WHERE order_id = $1 ON CONFLICT DO NOTHING
 INSERT INTO credit_lots (lot_id, customer_email, credits, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)
 INSERT INTO credit_lots (lot_id, customer_email, order_id, credits, expires_at, created_at) VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING
-INSERT INTO credit_movements (movement_id, customer_email, kind, delta, reference, metadata, hold_id, lot_id, actor, reason, idempotency_key, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-INSERT INTO credit_requests (scope, idempotency_key, request_hash, status, body, created_at) VALUES ($1, $2, $3, 0, '', $4) ON CONFLICT DO NOTHING
+INSERT INTO credit_movements (movement_id, customer_email, kind, delta, reference, metadata, hold_id, lot_id, actor, reason, idempotency_key, created_at) SELECT movement_id, customer_email, kind, delta, reference, metadata, hold_id, lot_id, actor, reason, idempotency_key, created_at FROM json_to_recordset($1::json) AS m(n bigint, movement_id text, customer_email text, kind text, delta bigint, reference text, metadata text, hold_id text, lot_id text, actor text, reason text, idempotency_key text, created_at bigint) ORDER BY m.n
+INSERT INTO credit_requests (scope, idempotency_key, request_hash, status, body, created_at) SELECT scope, idempotency_key, request_hash, 0, '', created_at FROM json_to_recordset($1::json) AS k(scope text, idempotency_key text, request_hash text, created_at bigint) WHERE true ON CONFLICT DO NOTHING RETURNING scope, idempotency_key
 INSERT INTO dashboard_sessions (id, data, expires_at, username) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING
 INSERT INTO failed_refunds (refund_id, order_id, amount, event_id, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
 INSERT INTO operators (username, password_hash, role, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (username) DO NOTHING
@@ -35,7 +35,7 @@ INSERT INTO webhook_deliveries (event_id, event_type, object_id, outcome, duplic
 INSERT INTO webhook_deliveries (event_id, event_type, object_id, outcome, received_at, source) SELECT e, t, o, 'claimed', r, s FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[]) AS u(e, t, o, r, s)
 INSERT INTO webhook_signature_failures (minute, failures, last_at) VALUES ($1, $2, $3) ON CONFLICT (minute) DO UPDATE SET failures = webhook_signature_failures.failures + excluded.failures, last_at = CASE WHEN excluded.last_at > webhook_signature_failures.last_at THEN excluded.last_at ELSE webhook_signature_failures.last_at END
 SELECT (received_at - $1) / 3600000 AS hour, outcome, COUNT(*) FROM webhook_deliveries WHERE received_at >= $1 GROUP BY 1, 2 ORDER BY 1, 2
-SELECT * FROM (SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, CASE WHEN c.order_id IS NULL THEN c.credits ELSE (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = c.order_id) END, c.drawn, c.expired_credits, CAST(NULL AS TEXT), CAST(0 AS BIGINT) FROM credit_lots c WHERE c.customer_email = $1 UNION ALL SELECT 'order:' || o.order_id, o.order_id, NULL, NULL, (SELECT MIN(u.created_at) FROM credit_ledger u WHERE u.order_id = o.order_id AND u.kind = 'unlock'), (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = o.order_id), CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST(1 AS BIGINT) FROM orders o WHERE o.customer_email = $1 AND EXISTS (SELECT 1 FROM credit_ledger u WHERE u.order_id = o.order_id AND u.kind = 'unlock') AND NOT EXISTS (SELECT 1 FROM credit_lots c WHERE c.order_id = o.order_id)) lots
+SELECT * FROM (SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, CASE WHEN c.order_id IS NULL THEN c.credits ELSE (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = c.order_id) END, c.drawn, c.expired_credits, CAST(NULL AS TEXT), CAST(0 AS BIGINT), c.customer_email FROM credit_lots c WHERE c.customer_email = ANY($1::text[]) UNION ALL SELECT 'order:' || o.order_id, o.order_id, NULL, NULL, (SELECT MIN(u.created_at) FROM credit_ledger u WHERE u.order_id = o.order_id AND u.kind = 'unlock'), (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = o.order_id), CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST(1 AS BIGINT), o.customer_email FROM orders o WHERE o.customer_email = ANY($1::text[]) AND EXISTS (SELECT 1 FROM credit_ledger u WHERE u.order_id = o.order_id AND u.kind = 'unlock') AND NOT EXISTS (SELECT 1 FROM credit_lots c WHERE c.lot_id = 'order:' || o.order_id)) lots
 SELECT 1;
 SELECT CASE WHEN status = 'failed' AND resolved_at IS NOT NULL THEN 'resolved' WHEN status <> 'processing' THEN status WHEN lease_expires_at IS NULL THEN 'pending' WHEN lease_expires_at > $1 THEN 'running' ELSE 'stale' END AS state, COUNT(*) AS n FROM processed_stripe_events GROUP BY 1
 SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger WHERE kind = 'unlock' AND created_at >= $1
@@ -61,13 +61,13 @@ SELECT DISTINCT order_id FROM stripe_requests WHERE object_id = $1
 SELECT at, src, seq, kind, delta, order_id, movement_id, hold_id, lot_id, reference, actor, reason, event_id, idempotency_key FROM ( SELECT l.created_at AS at, CAST(0 AS BIGINT) AS src, l.id AS seq, l.kind AS kind, l.delta AS delta, l.order_id AS order_id, CAST(NULL AS TEXT) AS movement_id, CAST(NULL AS TEXT) AS hold_id, CAST(NULL AS TEXT) AS lot_id, CAST(NULL AS TEXT) AS reference, CAST(NULL AS TEXT) AS actor, CAST(NULL AS TEXT) AS reason, l.event_id AS event_id, l.idempotency_key AS idempotency_key FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id WHERE o.customer_email = $1 UNION ALL SELECT m.created_at, CAST(1 AS BIGINT), m.id, m.kind, m.delta, (SELECT c.order_id FROM credit_lots c WHERE c.lot_id = m.lot_id), m.movement_id, m.hold_id, m.lot_id, m.reference, m.actor, m.reason, NULL, m.idempotency_key FROM credit_movements m WHERE m.customer_email = $1 ) t WHERE at < $2 OR (at = $2 AND (src < $3 OR (src = $3 AND seq < $4))) ORDER BY at DESC, src DESC, seq DESC LIMIT $5
 SELECT batch_id, actor, reason, filter, state, total, processed, failed, skipped, cancel_requested_by, runner, lease_until, created_at, finished_at FROM bulk_redrives ORDER BY created_at DESC, batch_id DESC LIMIT $1
 SELECT batch_id, actor, reason, filter, state, total, processed, failed, skipped, cancel_requested_by, runner, lease_until, created_at, finished_at FROM bulk_redrives WHERE batch_id = $1
-SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, CASE WHEN c.order_id IS NULL THEN c.credits ELSE (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = c.order_id) END, c.drawn, c.expired_credits FROM credit_lots c WHERE c.order_id = $1
+SELECT c.lot_id, c.order_id, c.expires_at, c.expired_at, c.created_at, CASE WHEN c.order_id IS NULL THEN c.credits ELSE (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = c.order_id) END, c.drawn, c.expired_credits FROM credit_lots c WHERE c.lot_id = 'order:' || $1
 SELECT created_at / 86400000, currency, CAST(SUM(step) AS BIGINT) FROM ( SELECT l.created_at, COALESCE(o.currency, '') AS currency, l.amount - COALESCE(LAG(l.amount) OVER ( PARTITION BY l.order_id ORDER BY l.created_at, l.id), 0) AS step FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id WHERE l.kind IN ('revoke') AND l.amount IS NOT NULL AND l.order_id IN (SELECT order_id FROM credit_ledger WHERE kind IN ('revoke', 'restore') AND created_at >= $1) ) steps WHERE created_at >= $1 GROUP BY 1, 2
 SELECT created_at / 86400000, kind, CAST(SUM(delta) AS BIGINT) FROM credit_ledger WHERE created_at >= $1 GROUP BY 1, 2
-SELECT credits, expires_at FROM credit_holds WHERE customer_email = $1 AND status = 'active'
 SELECT current_database()
 SELECT customer_email FROM credit_holds WHERE status = 'active' AND expires_at <= $1 UNION SELECT customer_email FROM credit_lots WHERE expired_at IS NULL AND expires_at <= $1 LIMIT $2
 SELECT customer_email FROM credit_movements WHERE movement_id = $1 OR reference = $1 OR idempotency_key = $1 UNION ALL SELECT customer_email FROM credit_holds WHERE hold_id = $1 OR reference = $1 LIMIT 1
+SELECT customer_email, credits, expires_at FROM credit_holds WHERE customer_email = ANY($1::text[]) AND status = 'active'
 SELECT data FROM dashboard_sessions WHERE id = $1 AND expires_at > $2
 SELECT e.stripe_created FROM credit_ledger l JOIN processed_stripe_events e ON e.event_id = l.event_id WHERE l.order_id = $1 AND l.kind = 'unlock'
 SELECT email, balance, first_revoke FROM ( SELECT r.email AS email, r.first_revoke AS first_revoke, CAST( (SELECT COALESCE(SUM(l.delta), 0) FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id WHERE o.customer_email = r.email) + (SELECT COALESCE(SUM(m.delta), 0) FROM credit_movements m WHERE m.customer_email = r.email) AS BIGINT) AS balance FROM (SELECT o.customer_email AS email, MIN(l.created_at) AS first_revoke FROM credit_ledger l JOIN orders o ON o.order_id = l.order_id WHERE l.kind = 'revoke' AND o.customer_email IS NOT NULL GROUP BY o.customer_email) r ) t WHERE balance <= $1 ORDER BY balance, email
@@ -140,8 +140,8 @@ SELECT outcome, duplicate_of, detail, received_at FROM webhook_deliveries WHERE 
 SELECT package, customer_email FROM orders WHERE order_id = $1
 SELECT payload FROM processed_stripe_events WHERE event_id = $1
 SELECT payment_intent_id, order_id FROM orders WHERE payment_intent_id = ANY($1::text[])
+SELECT r.scope, r.idempotency_key, r.request_hash, CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN json_to_recordset($1::json) AS k(scope text, idempotency_key text) ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key
 SELECT received_at FROM webhook_deliveries WHERE source = 'webhook' ORDER BY received_at DESC LIMIT 1
-SELECT request_hash, CAST(status AS BIGINT), body FROM credit_requests WHERE scope = $1 AND idempotency_key = $2
 SELECT run_key FROM reconcile_runs WHERE id = $1
 SELECT seq, event_id FROM bulk_redrive_items WHERE batch_id = $1 AND seq > $2 AND outcome IS NULL ORDER BY seq LIMIT $3
 SELECT state FROM bulk_redrives WHERE batch_id = $1
@@ -170,10 +170,10 @@ UPDATE bulk_redrives SET state = $3, finished_at = $4, lease_until = NULL WHERE 
 UPDATE bulk_redrives SET state = 'cancelled', cancel_requested_by = $2, finished_at = $3, lease_until = NULL WHERE batch_id = $1 AND state = 'running' AND (lease_until IS NULL OR lease_until <= $3)
 UPDATE credit_holds SET status = $2, captured = $3, spend_id = $4, settled_at = $5 WHERE hold_id = $1 AND status = 'active'
 UPDATE credit_holds SET status = 'expired', settled_at = $2 WHERE customer_email = $1 AND status = 'active' AND expires_at <= $2
-UPDATE credit_lots SET drawn = drawn + $2 WHERE lot_id = $1
+UPDATE credit_lots SET drawn = drawn + d.credits FROM json_to_recordset($1::json) AS d(lot_id text, credits bigint) WHERE credit_lots.lot_id = d.lot_id
 UPDATE credit_lots SET expired_at = $2 WHERE lot_id = $1 AND expired_at IS NULL
 UPDATE credit_lots SET expired_credits = expired_credits + $2 WHERE lot_id = $1
-UPDATE credit_requests SET status = $3, body = $4 WHERE scope = $1 AND idempotency_key = $2
+UPDATE credit_requests SET status = a.status, body = a.body FROM json_to_recordset($1::json) AS a(scope text, idempotency_key text, status bigint, body text) WHERE credit_requests.scope = a.scope AND credit_requests.idempotency_key = a.idempotency_key
 UPDATE dashboard_sessions SET data = $2, expires_at = $3, username = $4 WHERE id = $1
 UPDATE operators SET disabled_at = $2 WHERE username = $1
 UPDATE operators SET language = $2, time_zone = $3 WHERE username = $1
