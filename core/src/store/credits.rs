@@ -221,20 +221,21 @@ impl Account {
         now: i64,
     ) -> Result<Account, StoreError> {
         lock_customer(tx, email).await?;
-        Account::open_all(tx, &[email], packages, now)
+        Account::open_all(tx, &[(email, now)], packages)
             .await?
             .pop()
             .ok_or_else(|| StoreError::Missing("an account just read".to_owned()))
     }
 
-    /// The credits of `emails` (locked already), in their order, read with two statements
-    /// for all of them.
+    /// The credits of the customers of `at` (locked already), in their order, each as of its
+    /// own instant, read with two statements for all of them.
     async fn open_all(
         tx: &mut Tx,
-        emails: &[&str],
+        at: &[(&str, i64)],
         packages: &Packages,
-        now: i64,
     ) -> Result<Vec<Account>, StoreError> {
+        let emails: Vec<&str> = at.iter().map(|&(email, _)| email).collect();
+        let emails = emails.as_slice();
         let mut lots = read_lots(tx, emails, packages).await?;
         let statement = format!(
             "SELECT customer_email, credits, expires_at FROM credit_holds \
@@ -247,10 +248,10 @@ impl Account {
         for (email, credits, expires_at) in rows {
             holds.entry(email).or_default().push((credits, expires_at));
         }
-        let mut accounts = Vec::with_capacity(emails.len());
-        for email in emails {
-            let lots = lots.remove(*email).unwrap_or_default();
-            let holds = holds.remove(*email).unwrap_or_default();
+        let mut accounts = Vec::with_capacity(at.len());
+        for &(email, now) in at {
+            let lots = lots.remove(email).unwrap_or_default();
+            let holds = holds.remove(email).unwrap_or_default();
             accounts.push(Account::assemble(tx, email, lots, &holds, now).await?);
         }
         Ok(accounts)
@@ -377,7 +378,15 @@ impl Account {
     /// The lots `credits` come from, if `available` (what may be taken) covers them and the
     /// balance is above zero; the in-memory lots are drawn down.
     fn draw(&mut self, credits: i64, available: i64, now: i64) -> Option<Vec<Draw>> {
-        if self.balance() <= 0 || credits > available {
+        let spendable: i64 = self
+            .lots
+            .iter()
+            .filter(|l| l.spendable(now))
+            .map(Lot::remaining)
+            .sum();
+        // (`spendable` < `available` is unreachable while available ≤ balance ≤ the spendable
+        // lots' sum; refused rather than written short, and the lots left as they were.)
+        if self.balance() <= 0 || credits > available || credits > spendable {
             return None;
         }
         let mut left = credits;
@@ -394,9 +403,7 @@ impl Account {
                 credits: take,
             });
         }
-        // Unreachable while available ≤ balance ≤ the spendable lots' sum; refused rather
-        // than written short if it ever were.
-        (left == 0).then_some(draws)
+        Some(draws)
     }
 
     fn insufficient(&self, available: i64) -> CreditOutcome {
@@ -635,10 +642,11 @@ impl<'p> Books<'p> {
         }
     }
 
-    /// Reads the accounts of `emails` (locked already) at once.
-    async fn open(&mut self, tx: &mut Tx, emails: &[&str], now: i64) -> Result<(), StoreError> {
+    /// Reads the accounts of the customers of `at` (locked already) at once, each as of its
+    /// own instant.
+    async fn open(&mut self, tx: &mut Tx, at: &[(&str, i64)]) -> Result<(), StoreError> {
         self.ledger.write(tx).await?;
-        for account in Account::open_all(tx, emails, self.packages, now).await? {
+        for account in Account::open_all(tx, at, self.packages).await? {
             self.accounts.insert(account.email.clone(), account);
         }
         Ok(())
@@ -657,7 +665,7 @@ impl<'p> Books<'p> {
             .get(email)
             .is_some_and(|a| a.due.is_none_or(|due| now < due));
         if !fresh {
-            self.open(tx, &[email], now).await?;
+            self.open(tx, &[(email, now)]).await?;
         }
         let account = self
             .accounts
@@ -777,6 +785,8 @@ impl Credits<'_> {
         writes: &[&CreditWrite],
         packages: &Packages,
     ) -> Result<Vec<Applied>, StoreError> {
+        // A capture or release names no customer to lock first: it runs on its own.
+        debug_assert!(writes.iter().all(|w| w.request.customer().is_some()));
         let mut tx = self.pool.begin().await?;
         if let Tx::Postgres(_) = tx {
             let mut customers: Vec<&str> =
@@ -814,12 +824,14 @@ impl Credits<'_> {
             .map(|(&i, _)| writes[i])
             .collect();
         let mut books = Books::new(packages);
-        let mut customers: Vec<&str> = fresh.iter().filter_map(|w| w.request.customer()).collect();
-        customers.sort_unstable();
-        customers.dedup();
-        if let Some(now) = fresh.iter().map(|w| w.now).min() {
-            books.open(&mut tx, &customers, now).await?;
-        }
+        // Each customer as of their first request here, as one by one would read them.
+        let mut seen = HashSet::new();
+        let at: Vec<(&str, i64)> = fresh
+            .iter()
+            .filter_map(|w| w.request.customer().map(|email| (email, w.now)))
+            .filter(|&(email, _)| seen.insert(email))
+            .collect();
+        books.open(&mut tx, &at).await?;
         let mut applied: Vec<Option<Applied>> = writes.iter().map(|_| None).collect();
         let mut answers = Vec::with_capacity(fresh.len());
         for (&i, found) in firsts.iter().zip(found) {
