@@ -48,7 +48,12 @@ impl Tokens<'_> {
         const TOUCH: &str = "UPDATE api_tokens SET last_used_at = $2 \
                              WHERE token_id = $1 AND (last_used_at IS NULL OR last_used_at < $3)";
         let token: Option<TokenView> = self.pool.on().optional(sql(SQL).bind(token_hash)).await?;
-        if let Some(token) = &token {
+        // A token in use is read on every request and written at most once a minute: the
+        // write is skipped when the row read shows a recent use (on SQLite every UPDATE, even
+        // one that matches nothing, waits for the database's one writer). Two requests that
+        // both read a stale time both send it; the condition lets only the first write.
+        let stale = |token: &TokenView| token.last_used_at.is_none_or(|used| used < now - 60_000);
+        if let Some(token) = token.as_ref().filter(|token| stale(token)) {
             self.pool
                 .on()
                 .execute(

@@ -324,8 +324,31 @@ async fn the_order_api_needs_a_live_token(backend: Backend) {
     let error: Value = forged.json().await.unwrap();
     assert_eq!(error["error"], "unauthorized");
 
-    // A revoked token stops working at once.
+    // A token's use is recorded, at most once a minute however often it is used.
     let token_id = shop.token.split('_').nth(1).unwrap().to_owned();
+    let last_used = || async {
+        let tokens = shop.app.store.tokens().list().await.unwrap();
+        let token = tokens.iter().find(|t| t.token_id == token_id).unwrap();
+        token.last_used_at
+    };
+    assert_eq!(last_used().await, None);
+    let lookup = || {
+        shop.app
+            .client
+            .get(shop.app.url("/api/orders/ord_none"))
+            .bearer_auth(&shop.token)
+            .send()
+    };
+    assert_eq!(lookup().await.unwrap().status(), 404);
+    let first = last_used().await.expect("the use is recorded");
+    assert_eq!(lookup().await.unwrap().status(), 404);
+    assert_eq!(
+        last_used().await,
+        Some(first),
+        "not written again within the minute"
+    );
+
+    // A revoked token stops working at once.
     assert!(
         shop.app
             .store
