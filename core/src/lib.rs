@@ -28,6 +28,8 @@ pub mod alert_handling;
 #[cfg(feature = "store")]
 pub mod audit;
 #[cfg(feature = "store")]
+pub mod billing;
+#[cfg(feature = "store")]
 mod clock;
 #[cfg(feature = "store")]
 mod database_url;
