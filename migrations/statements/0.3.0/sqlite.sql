@@ -143,6 +143,7 @@ SELECT received_at FROM webhook_deliveries WHERE source = 'webhook' ORDER BY rec
 SELECT run_key FROM reconcile_runs WHERE id = $1
 SELECT seq, event_id FROM bulk_redrive_items WHERE batch_id = $1 AND seq > $2 AND outcome IS NULL ORDER BY seq LIMIT $3
 SELECT state FROM bulk_redrives WHERE batch_id = $1
+SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY created_at, token_id
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
 SELECT username, password_hash, role, created_at, disabled_at, totp_secret, totp_enabled_at, language, time_zone FROM operators ORDER BY username
 SELECT username, password_hash, role, created_at, disabled_at, totp_secret, totp_enabled_at, language, time_zone FROM operators WHERE username = $1
