@@ -1,17 +1,25 @@
 //! Subscriptions' money, decided from one Stripe invoice alone (no I/O): the plans a shop
-//! sells, what a paid invoice pays for (its subscription, the period on its lines, the plans
+//! sells, what a paid invoice pays for (its subscription, the periods on its lines, the plans
 //! of those lines) and how many credits it grants.
 //!
-//! `invoice.paid` is the one event that grants. What it grants follows its `billing_reason`:
-//! - `subscription_create`, `subscription_cycle`: the plan's credits for the period, once;
-//! - `subscription_update` (a prorated plan change): the credits the new plan gives beyond the
-//!   old one, in proportion to what was paid, `floor(Δcredits × amount_paid ÷ Δprice)`, and
-//!   never so many that the period's grants pass the highest plan's credits;
-//! - anything else (`manual`, `subscription_threshold`…): recorded, no credits.
+//! `invoice.paid` is the one event that grants. An invoice made for a subscription
+//! (`subscription_create`, `subscription_cycle`, `subscription_update`) grants by its lines:
+//! - a line that bills a plan for a whole period (the first invoice, a renewal, a change that
+//!   starts a new period) grants the plan's credits for that period; a free trial's line
+//!   charges nothing and grants nothing;
+//! - the proration lines of a change inside a period (the unused time on the old price,
+//!   negative, and the remaining time on the new one) grant the credits the new plan gives
+//!   beyond the old one, in proportion to what was paid for them,
+//!   `floor(Δcredits × paid ÷ Δprice)`;
+//! - and a period's grants never pass the highest plan it has seen ([`Entitlement::capped`]).
+//!
+//! Any other invoice (`manual`, `subscription_threshold`, `quote_accept`…) is recorded and
+//! grants nothing by itself.
 //!
 //! Periods are told apart by their end: every invoice of one billing period (the first or
 //! renewal invoice, and each proration inside the period) has lines that end when the period
-//! ends, while a proration's lines start at the change, not at the period's start.
+//! ends, while a proration's lines start at the change, not at the period's start. Plans are
+//! found by the unit price of a line, since an invoice names a price, not a plan.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -208,8 +216,11 @@ pub struct Period {
 pub struct InvoiceLine {
     /// Minor units; negative for unused time on an old price.
     pub amount: i64,
-    pub period: Period,
+    /// `None` when the line does not say (it then grants nothing).
+    pub period: Option<Period>,
     pub quantity: i64,
+    /// Unused or remaining time after a plan change, not a whole period.
+    pub proration: bool,
     /// The price's unit amount in minor units, when the line carries it.
     pub unit_amount: Option<i64>,
     pub price_id: Option<String>,
@@ -237,18 +248,22 @@ pub struct Invoice {
 pub enum BillingError {
     #[error("the stored payload is not a Stripe invoice: {0}")]
     Payload(String),
-    #[error("invoice {invoice_id} has no line to tell its period by")]
-    NoPeriod { invoice_id: String },
     #[error(
-        "invoice {invoice_id}: no plan in CLAIMCHECK_PLANS costs {amount} {currency} (the price of its line)"
+        "invoice {invoice_id}: no plan in CLAIMCHECK_PLANS costs {amount} {currency} (the unit price of its line, Stripe price '{price_id}')"
     )]
     UnknownPrice {
         invoice_id: String,
         amount: i64,
         currency: String,
+        price_id: String,
     },
-    #[error("invoice {invoice_id}: its line carries no unit amount to find its plan by")]
-    NoUnitAmount { invoice_id: String },
+    #[error(
+        "invoice {invoice_id}: its line (Stripe price '{price_id}') carries no whole unit amount in minor units to find its plan by"
+    )]
+    NoUnitAmount {
+        invoice_id: String,
+        price_id: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -306,15 +321,37 @@ struct Lines {
 struct RawLine {
     #[serde(default)]
     amount: i64,
-    period: Period,
+    #[serde(default)]
+    period: Option<Period>,
     #[serde(default)]
     quantity: Option<i64>,
+    /// Earlier versions: whether the line is a proration.
+    #[serde(default)]
+    proration: Option<bool>,
+    /// 2025-03-31 and later: `parent.subscription_item_details.proration` (or
+    /// `invoice_item_details` for a pending invoice item).
+    #[serde(default)]
+    parent: Option<LineParent>,
     /// 2025-03-31 and later: `pricing.unit_amount_decimal`, `pricing.price_details.price`.
     #[serde(default)]
     pricing: Option<Pricing>,
     /// Earlier versions: the price object itself.
     #[serde(default)]
     price: Option<RawPrice>,
+}
+
+#[derive(Deserialize)]
+struct LineParent {
+    #[serde(default)]
+    subscription_item_details: Option<ProrationFlag>,
+    #[serde(default)]
+    invoice_item_details: Option<ProrationFlag>,
+}
+
+#[derive(Deserialize)]
+struct ProrationFlag {
+    #[serde(default)]
+    proration: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -337,6 +374,8 @@ struct RawPrice {
     id: Option<String>,
     #[serde(default)]
     unit_amount: Option<i64>,
+    #[serde(default)]
+    unit_amount_decimal: Option<String>,
 }
 
 fn expandable_id(value: Option<serde_json::Value>) -> Option<String> {
@@ -396,13 +435,32 @@ pub fn read_invoice(payload: &str) -> Result<Invoice, BillingError> {
                         .price_details
                         .and_then(|details| expandable_id(details.price)),
                 ),
-                (None, Some(price)) => (price.unit_amount, price.id),
+                (None, Some(price)) => (
+                    price.unit_amount.or_else(|| {
+                        price
+                            .unit_amount_decimal
+                            .as_deref()
+                            .and_then(whole_minor_units)
+                    }),
+                    price.id,
+                ),
                 (None, None) => (None, None),
             };
+            let proration = line
+                .parent
+                .and_then(|parent| {
+                    parent
+                        .subscription_item_details
+                        .or(parent.invoice_item_details)
+                })
+                .and_then(|details| details.proration)
+                .or(line.proration)
+                .unwrap_or(false);
             InvoiceLine {
                 amount: line.amount,
                 period: line.period,
-                quantity: line.quantity.unwrap_or(1).max(1),
+                quantity: line.quantity.unwrap_or(1),
+                proration,
                 unit_amount,
                 price_id,
             }
@@ -423,129 +481,215 @@ pub fn read_invoice(payload: &str) -> Result<Invoice, BillingError> {
     })
 }
 
-/// What a paid invoice grants.
+/// Which part of an invoice an entitlement comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A period's plan credits: a line that bills the plan for a whole period (the first
+    /// invoice, a renewal, or a change that starts a new period).
+    Period,
+    /// A plan change inside a period: the proration lines (the unused time on the old price,
+    /// negative; the remaining time on the new one).
+    Proration,
+}
+
+impl Step {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Period => "period",
+            Step::Proration => "proration",
+        }
+    }
+}
+
+/// What a paid invoice entitles its subscription to for one period, before the period's cap.
+/// One invoice may carry two: a renewal that also bills a change made late in the period
+/// before (Stripe's default `create_prorations` puts those lines on the next invoice).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Grant {
-    /// A period's credits: the first invoice or a renewal.
-    Period {
-        plan: String,
-        period: Period,
-        credits: i64,
-    },
-    /// A paid plan change inside a period: its share of the credits the new plan adds.
-    /// `credits` may be 0 (nothing paid, a downgrade, or the period's grants already at the
-    /// highest plan's credits).
-    Proration {
-        from: String,
-        to: String,
-        period: Period,
-        credits: i64,
-    },
-    /// An invoice that grants nothing by itself (`manual`, `subscription_threshold`…).
-    Nothing { reason: BillingReason },
+pub struct Entitlement {
+    pub step: Step,
+    /// The plan the credits come from (after a change, the new one).
+    pub plan: String,
+    /// A proration's plan before the change; `None` for a period, or a change from nothing.
+    pub from: Option<String>,
+    /// Told apart from other periods by its end.
+    pub period: Period,
+    pub credits: i64,
+    /// The most credits a plan of this invoice gives the period (credits × quantity): with
+    /// the period's other grants, what the period may never pass.
+    pub ceiling: i64,
 }
 
-impl Grant {
-    pub fn credits(&self) -> i64 {
-        match self {
-            Grant::Period { credits, .. } | Grant::Proration { credits, .. } => *credits,
-            Grant::Nothing { .. } => 0,
-        }
-    }
-
-    /// The period the grant belongs to; told apart from others by its end.
-    pub fn period(&self) -> Option<Period> {
-        match self {
-            Grant::Period { period, .. } | Grant::Proration { period, .. } => Some(*period),
-            Grant::Nothing { .. } => None,
-        }
-    }
-}
-
-/// What the period an invoice falls in has been granted so far (by other invoices).
+/// What the period of an entitlement was granted by the other invoices before it. The
+/// caller grants each invoice once (its grants are keyed by invoice); the cap does not
+/// deduplicate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeriodSoFar {
     pub granted: i64,
-    /// The most credits any plan of the period gives (its invoices' plans).
-    pub highest_plan: i64,
+    /// The highest `ceiling` among the period's earlier grants.
+    pub ceiling: i64,
 }
 
-/// The credits a paid `invoice` grants, given what its period was granted before.
-pub fn grant(invoice: &Invoice, plans: &Plans, so_far: PeriodSoFar) -> Result<Grant, BillingError> {
-    let plan_of = |line: &InvoiceLine| -> Result<&Plan, BillingError> {
-        let amount = line.unit_amount.ok_or_else(|| BillingError::NoUnitAmount {
-            invoice_id: invoice.invoice_id.clone(),
-        })?;
-        plans
-            .by_price(amount, &invoice.currency)
-            .ok_or_else(|| BillingError::UnknownPrice {
+impl Entitlement {
+    /// The credits to grant now: never so many that the period's grants pass the highest
+    /// plan it has seen (a downgrade-then-upgrade loop inside one period grants nothing past
+    /// the highest plan, however often it is paid).
+    pub fn capped(&self, so_far: PeriodSoFar) -> i64 {
+        let cap = so_far.ceiling.max(self.ceiling);
+        self.credits.min(cap - so_far.granted).max(0)
+    }
+}
+
+/// What a paid invoice grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// One entitlement per period the invoice pays for; empty when it pays for nothing that
+    /// grants (a free trial's line, a downgrade's credit, nothing paid for a change).
+    Grants(Vec<Entitlement>),
+    /// An invoice that grants nothing by itself (`manual`, `subscription_threshold`…): shown,
+    /// and an operator may grant by adjustment.
+    Nothing { reason: BillingReason },
+}
+
+/// What a paid `invoice` entitles its subscription to, by period:
+/// - each line that bills a plan for a whole period (not a proration) and charges for it
+///   (a free trial's line charges nothing and grants nothing) gives the plan's credits ×
+///   quantity for that period;
+/// - the proration lines of one period give the credits the new plan adds over the old one,
+///   in proportion to what was paid for them: `floor(Δcredits × paid ÷ Δprice)`, where paid
+///   is their net amount, at most what the invoice was paid beyond its whole-period lines.
+///
+/// Lines whose price is no plan (an add-on, a one-off fee) are left out; an invoice whose
+/// granting lines match no plan at all is an error that names the price, so that the
+/// operator can add the plan and re-drive it.
+pub fn decide(invoice: &Invoice, plans: &Plans) -> Result<Decision, BillingError> {
+    match invoice.billing_reason {
+        BillingReason::SubscriptionCreate
+        | BillingReason::SubscriptionCycle
+        | BillingReason::SubscriptionUpdate => {}
+        BillingReason::Other(ref reason) => {
+            return Ok(Decision::Nothing {
+                reason: BillingReason::Other(reason.clone()),
+            });
+        }
+    }
+    let mut unknown = None;
+    let mut plan_of = |line: &InvoiceLine| -> Option<Plan> {
+        let found = line
+            .unit_amount
+            .and_then(|amount| plans.by_price(amount, &invoice.currency));
+        if found.is_none() && unknown.is_none() {
+            unknown = Some(line.clone());
+        }
+        found.cloned()
+    };
+    let mut grants = Vec::new();
+    let mut whole_period_amount = 0i64;
+    let mut matched_any = false;
+    for line in invoice.lines.iter().filter(|line| !line.proration) {
+        let Some(period) = line.period else { continue };
+        if line.amount <= 0 || line.quantity <= 0 {
+            continue;
+        }
+        whole_period_amount = whole_period_amount.saturating_add(line.amount);
+        let Some(plan) = plan_of(line) else { continue };
+        matched_any = true;
+        let credits = plan.credits.saturating_mul(line.quantity).min(MAX_CREDITS);
+        grants.push(Entitlement {
+            step: Step::Period,
+            plan: plan.name,
+            from: None,
+            period,
+            credits,
+            ceiling: credits,
+        });
+    }
+    // What the invoice paid beyond its whole-period lines is what paid for its prorations.
+    let mut paid_for_prorations = invoice
+        .amount_paid
+        .saturating_sub(whole_period_amount)
+        .max(0);
+    // Proration lines, grouped by the period they end with.
+    let mut by_end: BTreeMap<i64, Vec<(Period, &InvoiceLine)>> = BTreeMap::new();
+    for line in invoice.lines.iter().filter(|line| line.proration) {
+        if let Some(period) = line.period {
+            by_end.entry(period.end).or_default().push((period, line));
+        }
+    }
+    for lines in by_end.values() {
+        let net: i64 = lines.iter().map(|(_, line)| line.amount).sum();
+        // The remaining time on the new price: the positive line that starts last.
+        let Some(&(period, new)) = lines
+            .iter()
+            .filter(|(_, line)| line.amount > 0)
+            .max_by_key(|(period, _)| period.start)
+        else {
+            // A downgrade, or a change to a free price: a credit, no credits.
+            continue;
+        };
+        if net <= 0 || paid_for_prorations <= 0 {
+            continue;
+        }
+        let Some(to) = plan_of(new) else { continue };
+        // The unused time on the old price: the negative line that starts first.
+        let old = lines
+            .iter()
+            .filter(|(_, line)| line.amount < 0)
+            .min_by_key(|(period, _)| period.start);
+        let old = match old {
+            Some(&(_, line)) => match plan_of(line) {
+                Some(plan) => Some((plan, line.quantity.max(0))),
+                None => continue,
+            },
+            None => None,
+        };
+        // Both plans known (an old one unknown would leave the share unknown: an error
+        // below, unless another line of the invoice grants).
+        matched_any = true;
+        let new_credits = to.credits.saturating_mul(new.quantity.max(0));
+        let new_price = to.price.amount.saturating_mul(new.quantity.max(0));
+        let (from, old_credits, old_price) = match &old {
+            Some((plan, quantity)) => (
+                Some(plan.name.clone()),
+                plan.credits.saturating_mul(*quantity),
+                plan.price.amount.saturating_mul(*quantity),
+            ),
+            None => (None, 0, 0),
+        };
+        let added = new_credits - old_credits;
+        let price_difference = new_price - old_price;
+        let paid = net.min(paid_for_prorations);
+        paid_for_prorations -= paid;
+        let credits = if added <= 0 || price_difference <= 0 {
+            0
+        } else {
+            let share = i128::from(added) * i128::from(paid.min(price_difference))
+                / i128::from(price_difference);
+            i64::try_from(share).unwrap_or(added).min(MAX_CREDITS)
+        };
+        grants.push(Entitlement {
+            step: Step::Proration,
+            plan: to.name,
+            from,
+            period,
+            credits,
+            ceiling: new_credits.max(old_credits).min(MAX_CREDITS),
+        });
+    }
+    if !matched_any && let Some(line) = unknown {
+        return Err(match line.unit_amount {
+            Some(amount) => BillingError::UnknownPrice {
                 invoice_id: invoice.invoice_id.clone(),
                 amount,
                 currency: invoice.currency.clone(),
-            })
-    };
-    // The line that bills for the plan now: the last positive one (a proration lists the
-    // unused time on the old price first, negative).
-    let current = invoice.lines.iter().rev().find(|line| line.amount > 0);
-    match invoice.billing_reason {
-        BillingReason::SubscriptionCreate | BillingReason::SubscriptionCycle => {
-            let line = current
-                .or(invoice.lines.last())
-                .ok_or_else(|| BillingError::NoPeriod {
-                    invoice_id: invoice.invoice_id.clone(),
-                })?;
-            let plan = plan_of(line)?;
-            let full = plan.credits.saturating_mul(line.quantity);
-            let cap = so_far.highest_plan.max(full);
-            Ok(Grant::Period {
-                plan: plan.name.clone(),
-                period: line.period,
-                credits: full.min(cap - so_far.granted).max(0),
-            })
-        }
-        BillingReason::SubscriptionUpdate => {
-            let new = current.ok_or_else(|| BillingError::NoPeriod {
+                price_id: line.price_id.unwrap_or_default(),
+            },
+            None => BillingError::NoUnitAmount {
                 invoice_id: invoice.invoice_id.clone(),
-            })?;
-            let old = invoice.lines.iter().find(|line| line.amount < 0);
-            let to = plan_of(new)?;
-            let (from, old_credits, old_price) = match old {
-                Some(line) => {
-                    let plan = plan_of(line)?;
-                    (
-                        plan.name.clone(),
-                        plan.credits.saturating_mul(line.quantity),
-                        plan.price.amount.saturating_mul(line.quantity),
-                    )
-                }
-                // A change with nothing unused to credit (a trial's end, a free old price):
-                // the new plan's credits against none.
-                None => (String::new(), 0, 0),
-            };
-            let new_credits = to.credits.saturating_mul(new.quantity);
-            let new_price = to.price.amount.saturating_mul(new.quantity);
-            let added = new_credits - old_credits;
-            let price_difference = new_price - old_price;
-            let share = if added <= 0 || price_difference <= 0 || invoice.amount_paid <= 0 {
-                0
-            } else {
-                let share = i128::from(added)
-                    * i128::from(invoice.amount_paid.min(price_difference))
-                    / i128::from(price_difference);
-                i64::try_from(share).unwrap_or(added)
-            };
-            let cap = so_far.highest_plan.max(new_credits).max(old_credits);
-            Ok(Grant::Proration {
-                from,
-                to: to.name.clone(),
-                period: new.period,
-                credits: share.min(cap - so_far.granted).max(0),
-            })
-        }
-        BillingReason::Other(ref reason) => Ok(Grant::Nothing {
-            reason: BillingReason::Other(reason.clone()),
-        }),
+                price_id: line.price_id.unwrap_or_default(),
+            },
+        });
     }
+    Ok(Decision::Grants(grants))
 }
 
 #[cfg(test)]
@@ -596,6 +740,23 @@ mod tests {
         }
     }
 
+    fn grants(invoice: &Invoice) -> Vec<Entitlement> {
+        match decide(invoice, &plans()).unwrap() {
+            Decision::Grants(grants) => grants,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn event(name: &str) -> serde_json::Value {
+        serde_json::from_str(&fixture(name)).unwrap()
+    }
+
+    fn lines(event: &mut serde_json::Value) -> &mut Vec<serde_json::Value> {
+        event["data"]["object"]["lines"]["data"]
+            .as_array_mut()
+            .unwrap()
+    }
+
     #[test]
     fn the_first_invoice_grants_its_plan_for_the_period_on_its_lines() {
         let invoice = read_invoice(&fixture("invoice.paid.subscription_create")).unwrap();
@@ -605,94 +766,122 @@ mod tests {
         );
         assert_eq!(invoice.metadata["subscription_ref"], "subref_0001");
         assert_eq!(invoice.billing_reason, BillingReason::SubscriptionCreate);
-        let grant = grant(&invoice, &plans(), PeriodSoFar::default()).unwrap();
+        let grants = grants(&invoice);
         assert_eq!(
-            grant,
-            Grant::Period {
+            grants,
+            [Entitlement {
+                step: Step::Period,
                 plan: "thesis-monthly".into(),
+                from: None,
                 period: FIRST,
-                credits: 40
-            }
+                credits: 40,
+                ceiling: 40,
+            }]
         );
-        // Its twin and `invoice.payment_succeeded` describe the same invoice.
+        assert_eq!(grants[0].capped(PeriodSoFar::default()), 40);
+        // Its twin and `invoice.payment_succeeded` describe the same invoice: the caller
+        // grants per invoice, once.
         let twin = read_invoice(&fixture("invoice.paid.subscription_create.twin")).unwrap();
         assert_eq!(twin.invoice_id, invoice.invoice_id);
-        // Granted before (a redrive): nothing more.
-        let again = super::grant(
-            &invoice,
-            &plans(),
-            PeriodSoFar {
-                granted: 40,
-                highest_plan: 40,
-            },
-        )
-        .unwrap();
-        assert_eq!(again.credits(), 0);
     }
 
     #[test]
     fn a_paid_upgrade_grants_its_share_and_a_loop_never_passes_the_highest_plan() {
-        let invoice = read_invoice(&fixture("invoice.paid.subscription_update")).unwrap();
-        let so_far = PeriodSoFar {
-            granted: 40,
-            highest_plan: 40,
+        let upgrade = grants(&read_invoice(&fixture("invoice.paid.subscription_update")).unwrap());
+        let [proration] = upgrade.as_slice() else {
+            panic!("{upgrade:?}")
         };
+        assert_eq!(proration.step, Step::Proration);
+        assert_eq!(proration.from.as_deref(), Some("thesis-monthly"));
+        assert_eq!(proration.plan, "thesis-pro");
+        assert_eq!(proration.period.end, 1_769_584_000);
         // 60 more credits, 2500 paid of the 5000 the prices differ by: 30.
-        let grant = grant(&invoice, &plans(), so_far).unwrap();
-        let Grant::Proration {
-            from,
-            to,
-            period,
-            credits,
-        } = &grant
-        else {
-            panic!("{grant:?}")
-        };
+        assert_eq!((proration.credits, proration.ceiling), (30, 100));
+        let so_far = |granted, ceiling| PeriodSoFar { granted, ceiling };
+        assert_eq!(proration.capped(so_far(40, 40)), 30);
+        // The same upgrade paid again after a downgrade: 30 more reach the cap, then nothing.
+        assert_eq!(proration.capped(so_far(70, 100)), 30);
+        assert_eq!(proration.capped(so_far(100, 100)), 0);
+
+        // In the other order, the renewal decided after the upgrade: the same 70.
+        let cycle = grants(&read_invoice(&fixture("invoice.paid.subscription_cycle")).unwrap());
+        assert_eq!(cycle[0].period.end, proration.period.end);
+        let first = proration.capped(PeriodSoFar::default());
         assert_eq!(
-            (from.as_str(), to.as_str(), *credits),
-            ("thesis-monthly", "thesis-pro", 30)
+            first + cycle[0].capped(so_far(first, proration.ceiling)),
+            70
         );
-        assert_eq!(period.end, 1_769_584_000);
-        // The same upgrade again after a downgrade: 30 more reach the cap, then nothing.
-        let second = super::grant(
-            &invoice,
-            &plans(),
-            PeriodSoFar {
-                granted: 70,
-                highest_plan: 100,
-            },
-        )
-        .unwrap();
-        assert_eq!(second.credits(), 30);
-        let third = super::grant(
-            &invoice,
-            &plans(),
-            PeriodSoFar {
-                granted: 100,
-                highest_plan: 100,
-            },
-        )
-        .unwrap();
-        assert_eq!(third.credits(), 0);
     }
 
     #[test]
     fn a_renewal_paid_on_retry_grants_the_new_plan_for_its_period() {
         let invoice = read_invoice(&fixture("invoice.paid.subscription_cycle.retry")).unwrap();
-        let grant = grant(&invoice, &plans(), PeriodSoFar::default()).unwrap();
-        assert_eq!(grant.credits(), 100);
+        let grants = grants(&invoice);
+        assert_eq!(grants.len(), 1);
         assert_eq!(
-            grant.period(),
-            Some(Period {
+            (grants[0].plan.as_str(), grants[0].credits),
+            ("thesis-pro", 100)
+        );
+        assert_eq!(
+            grants[0].period,
+            Period {
                 start: 1_769_584_000,
                 end: 1_772_176_000
-            })
+            }
         );
     }
 
     #[test]
+    fn a_renewal_that_carries_the_last_periods_change_grants_both() {
+        // Stripe's default `create_prorations` bills a change on the next renewal.
+        let mut renewal = event("invoice.paid.subscription_cycle.retry");
+        let upgrade = event("invoice.paid.subscription_update");
+        let prorations = upgrade["data"]["object"]["lines"]["data"].clone();
+        lines(&mut renewal).splice(0..0, prorations.as_array().unwrap().iter().cloned());
+        renewal["data"]["object"]["amount_paid"] = 11_400.into();
+        let grants = grants(&read_invoice(&renewal.to_string()).unwrap());
+        let summary: Vec<_> = grants
+            .iter()
+            .map(|g| (g.step, g.period.end, g.credits))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (Step::Period, 1_772_176_000, 100),
+                (Step::Proration, 1_769_584_000, 30)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_trial_a_downgrade_and_quantities() {
+        // A free trial's line charges nothing: no credits.
+        let mut trial = event("invoice.paid.subscription_create");
+        lines(&mut trial)[0]["amount"] = 0.into();
+        trial["data"]["object"]["amount_paid"] = 0.into();
+        assert_eq!(grants(&read_invoice(&trial.to_string()).unwrap()), []);
+
+        // A downgrade: the unused time on the dearer plan is a credit; no credits.
+        let mut downgrade = event("invoice.paid.subscription_update");
+        for line in lines(&mut downgrade).iter_mut() {
+            let amount = line["amount"].as_i64().unwrap();
+            line["amount"] = (-amount).into();
+        }
+        downgrade["data"]["object"]["amount_paid"] = 0.into();
+        assert_eq!(grants(&read_invoice(&downgrade.to_string()).unwrap()), []);
+
+        // Two seats, twice the credits; none, none.
+        let mut seats = event("invoice.paid.subscription_cycle");
+        lines(&mut seats)[0]["quantity"] = 2.into();
+        let two = grants(&read_invoice(&seats.to_string()).unwrap());
+        assert_eq!((two[0].credits, two[0].ceiling), (80, 80));
+        lines(&mut seats)[0]["quantity"] = 0.into();
+        assert_eq!(grants(&read_invoice(&seats.to_string()).unwrap()), []);
+    }
+
+    #[test]
     fn the_older_payload_shape_reads_the_same() {
-        let shaped = fixture("invoice.paid.subscription_create");
+        let shaped = fixture("invoice.paid.subscription_update");
         let mut event: serde_json::Value = serde_json::from_str(&shaped).unwrap();
         let object = event["data"]["object"].as_object_mut().unwrap();
         let details = object.remove("parent").unwrap()["subscription_details"].clone();
@@ -703,10 +892,16 @@ mod tests {
         );
         for line in object["lines"]["data"].as_array_mut().unwrap() {
             let line = line.as_object_mut().unwrap();
-            line.remove("pricing");
+            let pricing = line.remove("pricing").unwrap();
+            line.remove("parent");
+            line.insert("proration".into(), true.into());
             line.insert(
                 "price".into(),
-                serde_json::json!({ "id": "price_1QfixSmall40", "unit_amount": 3900 }),
+                serde_json::json!({
+                    "id": pricing["price_details"]["price"],
+                    "unit_amount": null,
+                    "unit_amount_decimal": pricing["unit_amount_decimal"],
+                }),
             );
         }
         let older = read_invoice(&event.to_string()).unwrap();
@@ -718,13 +913,14 @@ mod tests {
     fn an_unknown_price_or_reason_is_said_plainly() {
         let invoice = read_invoice(&fixture("invoice.paid.subscription_cycle")).unwrap();
         let none: Plans = "other=10:1000:chf:month".parse().unwrap();
-        let error = grant(&invoice, &none, PeriodSoFar::default()).unwrap_err();
-        assert!(error.to_string().contains("3900 chf"), "{error}");
+        let error = decide(&invoice, &none).unwrap_err().to_string();
+        assert!(error.contains("3900 chf"), "{error}");
+        assert!(error.contains("price_1QfixSmall40"), "{error}");
         let mut manual = invoice.clone();
         manual.billing_reason = BillingReason::parse("manual");
         assert_eq!(
-            grant(&manual, &plans(), PeriodSoFar::default()).unwrap(),
-            Grant::Nothing {
+            decide(&manual, &plans()).unwrap(),
+            Decision::Nothing {
                 reason: BillingReason::Other("manual".into())
             }
         );
