@@ -26,7 +26,7 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-use crate::fulfilment::{MAX_CREDITS, Price};
+use crate::fulfilment::{MAX_CREDITS, Price, expandable_id, parse_credits, parse_price};
 
 /// How often a plan bills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +38,6 @@ pub enum Interval {
 }
 
 impl Interval {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Interval::Day => "day",
-            Interval::Week => "week",
-            Interval::Month => "month",
-            Interval::Year => "year",
-        }
-    }
-
     fn parse(text: &str) -> Option<Self> {
         match text {
             "day" => Some(Interval::Day),
@@ -78,14 +69,6 @@ pub struct Plans(BTreeMap<String, Plan>);
 impl Plans {
     pub fn get(&self, name: &str) -> Option<&Plan> {
         self.0.get(name)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Plan> {
-        self.0.values()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// The plan an invoice line at this unit amount and currency bills for.
@@ -139,20 +122,8 @@ fn parse_plan(entry: &str) -> Result<Plan, String> {
         }
         _ => return Err(format!("'{entry}' is not {PLAN_SHAPE}")),
     };
-    let credits: i64 = credits
-        .parse()
-        .ok()
-        .filter(|c| (1..=MAX_CREDITS).contains(c))
-        .ok_or_else(|| format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}"))?;
-    let amount: i64 = amount.parse().ok().filter(|a| *a > 0).ok_or_else(|| {
-        format!("'{entry}': the amount is a positive whole number of minor units (3900 for 39.00)")
-    })?;
-    let currency = currency.to_ascii_lowercase();
-    if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_lowercase()) {
-        return Err(format!(
-            "'{entry}': the currency is a three-letter ISO code (chf)"
-        ));
-    }
+    let credits = parse_credits(entry, credits)?;
+    let price = parse_price(entry, amount, currency)?;
     let interval = Interval::parse(interval)
         .ok_or_else(|| format!("'{entry}': the interval is day, week, month or year"))?;
     let reset = match reset {
@@ -167,7 +138,7 @@ fn parse_plan(entry: &str) -> Result<Plan, String> {
     Ok(Plan {
         name: name.to_owned(),
         credits,
-        price: Price { amount, currency },
+        price,
         interval,
         reset,
     })
@@ -191,15 +162,6 @@ impl BillingReason {
             "subscription_cycle" => BillingReason::SubscriptionCycle,
             "subscription_update" => BillingReason::SubscriptionUpdate,
             other => BillingReason::Other(other.to_owned()),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        match self {
-            BillingReason::SubscriptionCreate => "subscription_create",
-            BillingReason::SubscriptionCycle => "subscription_cycle",
-            BillingReason::SubscriptionUpdate => "subscription_update",
-            BillingReason::Other(other) => other,
         }
     }
 }
@@ -378,14 +340,6 @@ struct RawPrice {
     unit_amount_decimal: Option<String>,
 }
 
-fn expandable_id(value: Option<serde_json::Value>) -> Option<String> {
-    match value? {
-        serde_json::Value::String(id) if !id.is_empty() => Some(id),
-        serde_json::Value::Object(object) => object.get("id")?.as_str().map(str::to_owned),
-        _ => None,
-    }
-}
-
 /// A whole number of minor units from Stripe's decimal string ("3900", "3900.000").
 fn whole_minor_units(text: &str) -> Option<i64> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
@@ -468,7 +422,9 @@ pub fn read_invoice(payload: &str) -> Result<Invoice, BillingError> {
         .collect();
     Ok(Invoice {
         invoice_id: raw.id,
-        subscription_id: from_details.or_else(|| expandable_id(raw.subscription)),
+        subscription_id: from_details
+            .or_else(|| expandable_id(raw.subscription))
+            .filter(|id| !id.is_empty()),
         metadata,
         billing_reason: BillingReason::parse(raw.billing_reason.as_deref().unwrap_or("")),
         amount_paid: raw.amount_paid,
@@ -490,15 +446,6 @@ pub enum Step {
     /// A plan change inside a period: the proration lines (the unused time on the old price,
     /// negative; the remaining time on the new one).
     Proration,
-}
-
-impl Step {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Period => "period",
-            Step::Proration => "proration",
-        }
-    }
 }
 
 /// What a paid invoice entitles its subscription to for one period, before the period's cap.

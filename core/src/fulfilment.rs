@@ -65,26 +65,12 @@ impl FromStr for Packages {
                 format!("'{entry}' is not NAME=CREDITS[:AMOUNT:CURRENCY[:LASTS]]")
             })?;
             let mut parts = rest.split(':').map(str::trim);
-            let credits: i64 = parts
-                .next()
-                .and_then(|c| c.parse().ok())
-                .filter(|c| (1..=MAX_CREDITS).contains(c))
-                .ok_or_else(|| {
-                    format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}")
-                })?;
+            let credits = parse_credits(entry, parts.next().unwrap_or(""))?;
             const SHAPE: &str = "NAME=CREDITS[:AMOUNT:CURRENCY[:LASTS]]";
             let (price, lasts_ms) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
                 (None, _, _, _) => (None, None),
                 (Some(amount), Some(currency), lasts, None) => {
-                    let amount: i64 = amount.parse().ok().filter(|a| *a > 0).ok_or_else(|| {
-                        format!("'{entry}': the amount is a positive whole number of minor units (4900 for 49.00)")
-                    })?;
-                    let currency = currency.to_ascii_lowercase();
-                    if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_lowercase()) {
-                        return Err(format!(
-                            "'{entry}': the currency is a three-letter ISO code (chf)"
-                        ));
-                    }
+                    let price = parse_price(entry, amount, currency)?;
                     let lasts_ms = match lasts {
                         None => None,
                         Some(text) => Some(
@@ -95,7 +81,7 @@ impl FromStr for Packages {
                                 })?,
                         ),
                     };
-                    (Some(Price { amount, currency }), lasts_ms)
+                    (Some(price), lasts_ms)
                 }
                 _ => return Err(format!("'{entry}' is not {SHAPE}")),
             };
@@ -110,6 +96,29 @@ impl FromStr for Packages {
         }
         Ok(Packages(packages))
     }
+}
+
+/// The credits of a configuration entry (`entry`, for the message): 1 to [`MAX_CREDITS`].
+pub(crate) fn parse_credits(entry: &str, text: &str) -> Result<i64, String> {
+    text.parse()
+        .ok()
+        .filter(|c| (1..=MAX_CREDITS).contains(c))
+        .ok_or_else(|| format!("'{entry}': credits are a whole number from 1 to {MAX_CREDITS}"))
+}
+
+/// The price of a configuration entry (`entry`, for the message): a positive amount of minor
+/// units and a three-letter currency.
+pub(crate) fn parse_price(entry: &str, amount: &str, currency: &str) -> Result<Price, String> {
+    let amount: i64 = amount.parse().ok().filter(|a| *a > 0).ok_or_else(|| {
+        format!("'{entry}': the amount is a positive whole number of minor units (4900 for 49.00)")
+    })?;
+    let currency = currency.to_ascii_lowercase();
+    if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_lowercase()) {
+        return Err(format!(
+            "'{entry}': the currency is a three-letter ISO code (chf)"
+        ));
+    }
+    Ok(Price { amount, currency })
 }
 
 /// The most credits one order may unlock: a larger number from Stripe's metadata is a
@@ -327,7 +336,7 @@ struct MoneyObject {
 }
 
 /// An expandable Stripe field: an id string, or the expanded object with an `id`.
-fn expandable_id(value: Option<serde_json::Value>) -> Option<String> {
+pub(crate) fn expandable_id(value: Option<serde_json::Value>) -> Option<String> {
     match value? {
         serde_json::Value::String(id) => Some(id),
         serde_json::Value::Object(object) => object.get("id")?.as_str().map(str::to_owned),

@@ -17,6 +17,9 @@ pub struct TokenView {
     pub revoked_at: Option<i64>,
 }
 
+/// How often a token's last use is written, at most.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
 impl Tokens<'_> {
     /// Keeps `token` (its id and the hash of its secret, never the secret) under `name`.
     pub async fn insert(self, token: &NewToken, name: &str, now: i64) -> Result<(), StoreError> {
@@ -52,15 +55,18 @@ impl Tokens<'_> {
         // write is skipped when the row read shows a recent use (on SQLite every UPDATE, even
         // one that matches nothing, waits for the database's one writer). Two requests that
         // both read a stale time both send it; the condition lets only the first write.
-        let stale = |token: &TokenView| token.last_used_at.is_none_or(|used| used < now - 60_000);
-        if let Some(token) = token.as_ref().filter(|token| stale(token)) {
+        let stale_before = now - TOUCH_EVERY_MS;
+        if let Some(token) = token
+            .as_ref()
+            .filter(|token| token.last_used_at.is_none_or(|used| used < stale_before))
+        {
             self.pool
                 .on()
                 .execute(
                     sql(TOUCH)
                         .bind(token.token_id.as_str())
                         .bind(now)
-                        .bind(now - 60_000),
+                        .bind(stale_before),
                 )
                 .await
                 .map(|_| ())?;
