@@ -26,7 +26,9 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-use crate::fulfilment::{MAX_CREDITS, Price, expandable_id, parse_credits, parse_price};
+use crate::fulfilment::{
+    MAX_CREDITS, Price, expandable_id, metadata_value, parse_credits, parse_price,
+};
 
 /// How often a plan bills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +71,12 @@ pub struct Plans(BTreeMap<String, Plan>);
 impl Plans {
     pub fn get(&self, name: &str) -> Option<&Plan> {
         self.0.get(name)
+    }
+
+    /// No plan is on sale: the shop sells no subscriptions, and Billing's events grant
+    /// nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// The plan an invoice line at this unit amount and currency bills for.
@@ -202,6 +210,11 @@ pub struct Invoice {
     pub amount_paid: i64,
     pub currency: String,
     pub customer_email: Option<String>,
+    pub customer_id: Option<String>,
+    /// The payment intent that paid it, where the payload names one (`payment_intent` before
+    /// 2025-03-31; after, `payments.data[].payment.payment_intent` when included): a refund
+    /// or dispute of it then finds the invoice.
+    pub payment_intent: Option<String>,
     pub lines: Vec<InvoiceLine>,
 }
 
@@ -256,7 +269,33 @@ struct RawInvoice {
     #[serde(default)]
     customer_email: Option<String>,
     #[serde(default)]
+    customer: Option<serde_json::Value>,
+    #[serde(default)]
+    payment_intent: Option<serde_json::Value>,
+    #[serde(default)]
+    payments: Option<Payments>,
+    #[serde(default)]
     lines: Option<Lines>,
+}
+
+#[derive(Deserialize)]
+struct Payments {
+    #[serde(default)]
+    data: Vec<InvoicePayment>,
+}
+
+#[derive(Deserialize)]
+struct InvoicePayment {
+    #[serde(default)]
+    payment: Option<PaymentRef>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PaymentRef {
+    #[serde(default)]
+    payment_intent: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -367,11 +406,7 @@ pub fn read_invoice(payload: &str) -> Result<Invoice, BillingError> {
     };
     let metadata = metadata
         .into_iter()
-        .filter_map(|(key, value)| match value {
-            serde_json::Value::String(text) => Some((key, text)),
-            serde_json::Value::Number(number) => Some((key, number.to_string())),
-            _ => None,
-        })
+        .filter_map(|(key, value)| Some((key, metadata_value(&value)?)))
         .collect();
     let lines = raw
         .lines
@@ -433,6 +468,14 @@ pub fn read_invoice(payload: &str) -> Result<Invoice, BillingError> {
             .customer_email
             .map(|email| email.trim().to_lowercase())
             .filter(|email| !email.is_empty()),
+        customer_id: expandable_id(raw.customer),
+        payment_intent: expandable_id(raw.payment_intent).or_else(|| {
+            raw.payments?
+                .data
+                .into_iter()
+                .filter(|p| p.status.as_deref().is_none_or(|s| s == "paid"))
+                .find_map(|p| expandable_id(p.payment?.payment_intent))
+        }),
         lines,
     })
 }
@@ -541,14 +584,28 @@ pub fn decide(invoice: &Invoice, plans: &Plans) -> Result<Decision, BillingError
         let Some(plan) = plan_of(line) else { continue };
         matched_any = true;
         let credits = plan.credits.saturating_mul(line.quantity).min(MAX_CREDITS);
-        grants.push(Entitlement {
-            step: Step::Period,
-            plan: plan.name,
-            from: None,
-            period,
-            credits,
-            ceiling: credits,
-        });
+        // Two plans billed for one period (two items of one subscription) are one
+        // entitlement: their credits together, named after the larger.
+        match grants
+            .iter_mut()
+            .find(|g: &&mut Entitlement| g.step == Step::Period && g.period == period)
+        {
+            Some(grant) => {
+                if credits > grant.credits {
+                    grant.plan = plan.name;
+                }
+                grant.credits = grant.credits.saturating_add(credits).min(MAX_CREDITS);
+                grant.ceiling = grant.credits;
+            }
+            None => grants.push(Entitlement {
+                step: Step::Period,
+                plan: plan.name,
+                from: None,
+                period,
+                credits,
+                ceiling: credits,
+            }),
+        }
     }
     // What the invoice paid beyond its whole-period lines is what paid for its prorations.
     let mut paid_for_prorations = invoice
@@ -637,6 +694,168 @@ pub fn decide(invoice: &Invoice, plans: &Plans) -> Result<Decision, BillingError
         });
     }
     Ok(Decision::Grants(grants))
+}
+
+/// Stripe's status of a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionStatus {
+    Incomplete,
+    IncompleteExpired,
+    Trialing,
+    Active,
+    PastDue,
+    Canceled,
+    Unpaid,
+    Paused,
+}
+
+impl SubscriptionStatus {
+    pub const ALL: [SubscriptionStatus; 8] = [
+        SubscriptionStatus::Incomplete,
+        SubscriptionStatus::IncompleteExpired,
+        SubscriptionStatus::Trialing,
+        SubscriptionStatus::Active,
+        SubscriptionStatus::PastDue,
+        SubscriptionStatus::Canceled,
+        SubscriptionStatus::Unpaid,
+        SubscriptionStatus::Paused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionStatus::Incomplete => "incomplete",
+            SubscriptionStatus::IncompleteExpired => "incomplete_expired",
+            SubscriptionStatus::Trialing => "trialing",
+            SubscriptionStatus::Active => "active",
+            SubscriptionStatus::PastDue => "past_due",
+            SubscriptionStatus::Canceled => "canceled",
+            SubscriptionStatus::Unpaid => "unpaid",
+            SubscriptionStatus::Paused => "paused",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SubscriptionStatus> {
+        SubscriptionStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// A subscription's state as one of its `customer.subscription.*` events tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionState {
+    pub status: SubscriptionStatus,
+    /// The plan its first item's price is, if that is one of the shop's plans.
+    pub plan: Option<String>,
+    /// The end of the current period (Stripe's seconds): on the items from 2025-03-31, on the
+    /// subscription before.
+    pub current_period_end: Option<i64>,
+    pub cancel_at_period_end: bool,
+    /// Stripe's `created` of the event: an older state never overwrites a newer one.
+    pub as_of: i64,
+}
+
+/// What an event says about one subscription: who it belongs to and, from its status events,
+/// its state. A Checkout Session in `subscription` mode names only the owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionFacts {
+    pub subscription_id: String,
+    /// The shop's reference, `metadata.subscription_ref` (the order API puts it there).
+    pub subscription_ref: Option<String>,
+    pub customer_id: Option<String>,
+    pub customer_email: Option<String>,
+    pub state: Option<SubscriptionState>,
+}
+
+/// The metadata key under which the shop's reference of a subscription travels.
+pub const REF_KEY: &str = "subscription_ref";
+
+#[derive(Deserialize)]
+struct SubscriptionEvent {
+    created: i64,
+    data: SubscriptionData,
+}
+
+#[derive(Deserialize)]
+struct SubscriptionData {
+    object: RawSubscription,
+}
+
+#[derive(Deserialize)]
+struct RawSubscription {
+    id: String,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    customer: Option<serde_json::Value>,
+    #[serde(default)]
+    metadata: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    cancel_at_period_end: Option<bool>,
+    #[serde(default)]
+    current_period_end: Option<i64>,
+    #[serde(default)]
+    items: Option<Items>,
+}
+
+#[derive(Deserialize)]
+struct Items {
+    #[serde(default)]
+    data: Vec<RawItem>,
+}
+
+#[derive(Deserialize)]
+struct RawItem {
+    #[serde(default)]
+    current_period_end: Option<i64>,
+    #[serde(default)]
+    price: Option<ItemPrice>,
+}
+
+#[derive(Deserialize)]
+struct ItemPrice {
+    #[serde(default)]
+    unit_amount: Option<i64>,
+    #[serde(default)]
+    currency: Option<String>,
+}
+
+/// Reads the subscription of a `customer.subscription.*` event.
+pub fn read_subscription(payload: &str, plans: &Plans) -> Result<SubscriptionFacts, BillingError> {
+    let event: SubscriptionEvent =
+        serde_json::from_str(payload).map_err(|e| BillingError::Payload(e.to_string()))?;
+    let raw = event.data.object;
+    let status_text = raw.status.unwrap_or_default();
+    let status = SubscriptionStatus::parse(&status_text).ok_or_else(|| {
+        BillingError::Payload(format!("unknown subscription status '{status_text}'"))
+    })?;
+    let first = raw.items.and_then(|items| items.data.into_iter().next());
+    let (plan, item_period_end) = match first {
+        Some(item) => (
+            item.price.and_then(|price| {
+                let amount = price.unit_amount?;
+                let currency = price.currency?.to_ascii_lowercase();
+                plans
+                    .by_price(amount, &currency)
+                    .map(|plan| plan.name.clone())
+            }),
+            item.current_period_end,
+        ),
+        None => (None, None),
+    };
+    Ok(SubscriptionFacts {
+        subscription_id: raw.id,
+        subscription_ref: raw.metadata.get(REF_KEY).and_then(metadata_value),
+        customer_id: expandable_id(raw.customer),
+        customer_email: None,
+        state: Some(SubscriptionState {
+            status,
+            plan,
+            current_period_end: item_period_end.or(raw.current_period_end),
+            cancel_at_period_end: raw.cancel_at_period_end.unwrap_or(false),
+            as_of: event.created,
+        }),
+    })
 }
 
 #[cfg(test)]
@@ -872,5 +1091,80 @@ mod tests {
             }
         );
         assert!(read_invoice("{\"data\":{}}").is_err());
+    }
+
+    #[test]
+    fn a_subscription_event_reads_its_state_in_both_shapes() {
+        let facts = read_subscription(&fixture("customer.subscription.updated.past_due"), &plans())
+            .unwrap();
+        assert_eq!(facts.subscription_id, "sub_1Qfix0001Plan");
+        assert_eq!(facts.subscription_ref.as_deref(), Some("subref_0001"));
+        assert_eq!(facts.customer_id.as_deref(), Some("cus_Qfix0001"));
+        let state = facts.state.unwrap();
+        assert_eq!(state.status, SubscriptionStatus::PastDue);
+        // The item's price is the plan, not the metadata's (stale) name.
+        assert_eq!(state.plan.as_deref(), Some("thesis-pro"));
+        assert_eq!(state.current_period_end, Some(1_772_176_000));
+        assert_eq!(state.as_of, 1_769_587_601);
+        // Before 2025-03-31 the period's end is on the subscription itself.
+        let mut older = event("customer.subscription.created");
+        let object = &mut older["data"]["object"];
+        object["current_period_end"] = 1_766_992_000.into();
+        object["items"]["data"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("current_period_end");
+        let state = read_subscription(&older.to_string(), &plans())
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!(state.current_period_end, Some(1_766_992_000));
+        assert_eq!(state.plan.as_deref(), Some("thesis-monthly"));
+        // A status Stripe does not have is an error, not a guess.
+        older["data"]["object"]["status"] = "dormant".into();
+        assert!(matches!(
+            read_subscription(&older.to_string(), &plans()),
+            Err(BillingError::Payload(_))
+        ));
+    }
+
+    #[test]
+    fn an_invoice_names_the_payment_that_paid_it_when_it_says() {
+        let mut paid = event("invoice.paid.subscription_create");
+        assert_eq!(
+            read_invoice(&paid.to_string()).unwrap().payment_intent,
+            None
+        );
+        paid["data"]["object"]["payments"] = serde_json::json!({"data": [
+            {"status": "canceled", "payment": {"payment_intent": "pi_failed"}},
+            {"status": "paid", "payment": {"payment_intent": {"id": "pi_paid"}}},
+        ]});
+        assert_eq!(
+            read_invoice(&paid.to_string())
+                .unwrap()
+                .payment_intent
+                .as_deref(),
+            Some("pi_paid")
+        );
+        paid["data"]["object"]["payment_intent"] = "pi_older_shape".into();
+        let invoice = read_invoice(&paid.to_string()).unwrap();
+        assert_eq!(invoice.payment_intent.as_deref(), Some("pi_older_shape"));
+        assert_eq!(invoice.customer_id.as_deref(), Some("cus_Qfix0001"));
+    }
+
+    #[test]
+    fn two_plans_billed_for_one_period_are_one_entitlement() {
+        let mut paid = event("invoice.paid.subscription_cycle");
+        let mut second = lines(&mut paid)[0].clone();
+        second["amount"] = 8900.into();
+        second["pricing"]["unit_amount_decimal"] = "8900".into();
+        lines(&mut paid).push(second);
+        paid["data"]["object"]["amount_paid"] = (3900 + 8900).into();
+        let invoice = read_invoice(&paid.to_string()).unwrap();
+        let grants = grants(&invoice);
+        assert_eq!(grants.len(), 1, "{grants:?}");
+        assert_eq!(grants[0].credits, 140);
+        assert_eq!(grants[0].ceiling, 140);
+        assert_eq!(grants[0].plan, "thesis-pro");
     }
 }

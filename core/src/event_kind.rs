@@ -44,6 +44,17 @@ pub enum EventKind {
     ChargeDisputeCreated,
     /// A dispute closed, won or lost.
     ChargeDisputeClosed,
+    /// The source of truth for a subscription's money: a paid invoice grants its periods'
+    /// credits (also when it was paid out of band).
+    InvoicePaid,
+    /// A subscription invoice's payment failed: its period stays unpaid until `invoice.paid`.
+    InvoicePaymentFailed,
+    /// A subscription began: its status, plan and period.
+    CustomerSubscriptionCreated,
+    /// A subscription's status, plan or period changed; the latest by Stripe's `created` wins.
+    CustomerSubscriptionUpdated,
+    /// A subscription ended.
+    CustomerSubscriptionDeleted,
     /// Related to a Checkout payment, never its source of truth: recorded only.
     PaymentIntentSucceeded,
     /// Likewise.
@@ -55,6 +66,11 @@ pub enum EventKind {
     PaymentIntentPaymentFailed,
     /// Likewise, for the charge.
     ChargeFailed,
+    /// The same payment as `invoice.paid`, which is what acts: handling both is how credits
+    /// are granted twice.
+    InvoicePaymentSucceeded,
+    /// An invoice was drafted; nothing is paid yet.
+    InvoiceCreated,
 }
 }
 
@@ -76,6 +92,10 @@ pub enum ActionStep {
     /// `charge.refunded` is sent once per refund, always on the same charge, each raising
     /// the cumulative `amount_refunded`: that amount is the step.
     AmountRefunded,
+    /// A subscription's status events are each a new state of the same object: the event's
+    /// `created` (Stripe's unix seconds) is the step, so twins share it and later changes do
+    /// not.
+    EventCreated,
 }
 
 impl EventKind {
@@ -96,6 +116,13 @@ impl EventKind {
             EventKind::RefundCreated => "refund.created",
             EventKind::PaymentIntentPaymentFailed => "payment_intent.payment_failed",
             EventKind::ChargeFailed => "charge.failed",
+            EventKind::InvoicePaid => "invoice.paid",
+            EventKind::InvoicePaymentFailed => "invoice.payment_failed",
+            EventKind::CustomerSubscriptionCreated => "customer.subscription.created",
+            EventKind::CustomerSubscriptionUpdated => "customer.subscription.updated",
+            EventKind::CustomerSubscriptionDeleted => "customer.subscription.deleted",
+            EventKind::InvoicePaymentSucceeded => "invoice.payment_succeeded",
+            EventKind::InvoiceCreated => "invoice.created",
         }
     }
 
@@ -115,12 +142,19 @@ impl EventKind {
             | EventKind::ChargeRefunded
             | EventKind::RefundFailed
             | EventKind::ChargeDisputeCreated
-            | EventKind::ChargeDisputeClosed => Role::Acting,
+            | EventKind::ChargeDisputeClosed
+            | EventKind::InvoicePaid
+            | EventKind::InvoicePaymentFailed
+            | EventKind::CustomerSubscriptionCreated
+            | EventKind::CustomerSubscriptionUpdated
+            | EventKind::CustomerSubscriptionDeleted => Role::Acting,
             EventKind::PaymentIntentSucceeded
             | EventKind::ChargeSucceeded
             | EventKind::RefundCreated
             | EventKind::PaymentIntentPaymentFailed
-            | EventKind::ChargeFailed => Role::Telemetry,
+            | EventKind::ChargeFailed
+            | EventKind::InvoicePaymentSucceeded
+            | EventKind::InvoiceCreated => Role::Telemetry,
         }
     }
 
@@ -144,6 +178,9 @@ impl EventKind {
             Role::Telemetry => None,
             Role::Acting => Some(match self {
                 EventKind::ChargeRefunded => ActionStep::AmountRefunded,
+                EventKind::CustomerSubscriptionCreated
+                | EventKind::CustomerSubscriptionUpdated
+                | EventKind::CustomerSubscriptionDeleted => ActionStep::EventCreated,
                 EventKind::CheckoutSessionCompleted
                 | EventKind::CheckoutSessionAsyncPaymentSucceeded
                 | EventKind::CheckoutSessionAsyncPaymentFailed
@@ -154,7 +191,11 @@ impl EventKind {
                 | EventKind::ChargeSucceeded
                 | EventKind::RefundCreated
                 | EventKind::PaymentIntentPaymentFailed
-                | EventKind::ChargeFailed => ActionStep::OncePerObject,
+                | EventKind::ChargeFailed
+                | EventKind::InvoicePaid
+                | EventKind::InvoicePaymentFailed
+                | EventKind::InvoicePaymentSucceeded
+                | EventKind::InvoiceCreated => ActionStep::OncePerObject,
             }),
         }
     }
@@ -173,6 +214,13 @@ impl EventKind {
             EventKind::PaymentIntentSucceeded | EventKind::PaymentIntentPaymentFailed => {
                 "payment_intent"
             }
+            EventKind::InvoicePaid
+            | EventKind::InvoicePaymentFailed
+            | EventKind::InvoicePaymentSucceeded
+            | EventKind::InvoiceCreated => "invoice",
+            EventKind::CustomerSubscriptionCreated
+            | EventKind::CustomerSubscriptionUpdated
+            | EventKind::CustomerSubscriptionDeleted => "subscription",
         }
     }
 }
@@ -199,7 +247,7 @@ mod tests {
     #[test]
     fn the_acting_kinds_come_first_and_each_has_its_step() {
         let acting: Vec<EventKind> = EventKind::acting().collect();
-        assert_eq!(acting.len(), 7);
+        assert_eq!(acting.len(), 12);
         assert_eq!(&EventKind::ALL[..acting.len()], &acting[..]);
         for &kind in EventKind::ALL {
             assert_eq!(kind.action_step().is_some(), kind.is_acting(), "{kind}");

@@ -9,6 +9,9 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
+use crate::billing::{
+    self, BillingError, BillingReason, Decision, Entitlement, Invoice, Plans, SubscriptionFacts,
+};
 use crate::event_kind::EventKind;
 use crate::ids::{IdError, OrderId};
 use crate::money::DisputeStatus;
@@ -183,6 +186,45 @@ pub enum Plan {
         payment_intent: String,
         event: MoneyEvent,
     },
+    /// A paid subscription invoice and what it grants: the invoice is its order.
+    Invoice(Box<PaidInvoice>),
+    /// A subscription invoice's payment failed: its period is unpaid until it is paid.
+    InvoiceUnpaid(UnpaidInvoice),
+    /// What an event says of a subscription: its new state, or (its Checkout Session) whose
+    /// it is.
+    Subscription(SubscriptionFacts),
+    /// Recorded, no effect: a Billing event when no plan is on sale, a failed payment of an
+    /// invoice that belongs to no subscription.
+    Record { why: &'static str },
+}
+
+/// Why a Billing event grants nothing when `CLAIMCHECK_PLANS` is empty.
+pub const NO_PLANS: &str = "no plan is on sale (CLAIMCHECK_PLANS is empty)";
+
+/// A paid subscription invoice, read and decided ([`billing::decide`]); its grants are capped
+/// against the period's earlier ones when they are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaidInvoice {
+    pub invoice: Invoice,
+    /// One per period it pays for; empty for an invoice that grants nothing (a trial, a
+    /// downgrade's credit, a `manual` invoice: see `nothing`).
+    pub grants: Vec<Entitlement>,
+    /// Why it grants nothing by itself, for an invoice not made by a subscription's cycle.
+    pub nothing: Option<BillingReason>,
+    /// When its credits lapse (unix ms): the end of the last period it pays for, when every
+    /// plan it grants from says `reset`; `None` when they carry over.
+    pub lapses_at: Option<i64>,
+}
+
+/// A failed payment of a subscription's invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnpaidInvoice {
+    pub invoice_id: String,
+    pub subscription_id: String,
+    pub customer_id: Option<String>,
+    pub customer_email: Option<String>,
+    /// Stripe's `created` of the event, unix seconds.
+    pub failed_at: i64,
 }
 
 /// The order an event is about, as its payload names it: a session names its order; a
@@ -201,6 +243,10 @@ pub fn order_ref(event_type: &str, payload: &str) -> Option<OrderRef> {
     #[derive(Deserialize)]
     struct Named {
         #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        mode: Option<String>,
+        #[serde(default)]
         metadata: HashMap<String, serde_json::Value>,
         #[serde(default)]
         client_reference_id: Option<String>,
@@ -215,6 +261,10 @@ pub fn order_ref(event_type: &str, payload: &str) -> Option<OrderRef> {
         EventKind::CheckoutSessionCompleted
         | EventKind::CheckoutSessionAsyncPaymentSucceeded
         | EventKind::CheckoutSessionAsyncPaymentFailed => {
+            // A subscription's session names its subscription, not an order.
+            if object.mode.as_deref() == Some("subscription") {
+                return None;
+            }
             session_order_id(&object.metadata, object.client_reference_id)
                 .and_then(|id| OrderId::parse(id).ok())
                 .map(OrderRef::Order)
@@ -225,11 +275,22 @@ pub fn order_ref(event_type: &str, payload: &str) -> Option<OrderRef> {
         | EventKind::ChargeDisputeClosed => {
             expandable_id(object.payment_intent).map(OrderRef::PaidBy)
         }
+        // A paid invoice is its own order.
+        EventKind::InvoicePaid => object
+            .id
+            .and_then(|id| OrderId::parse(id).ok())
+            .map(OrderRef::Order),
         EventKind::PaymentIntentSucceeded
         | EventKind::ChargeSucceeded
         | EventKind::RefundCreated
         | EventKind::PaymentIntentPaymentFailed
-        | EventKind::ChargeFailed => None,
+        | EventKind::ChargeFailed
+        | EventKind::InvoicePaymentFailed
+        | EventKind::CustomerSubscriptionCreated
+        | EventKind::CustomerSubscriptionUpdated
+        | EventKind::CustomerSubscriptionDeleted
+        | EventKind::InvoicePaymentSucceeded
+        | EventKind::InvoiceCreated => None,
     }
 }
 
@@ -272,6 +333,12 @@ pub enum PlanError {
     UnknownDisputeStatus(String),
     #[error("Claimcheck does not fulfil {0} events")]
     NotActing(String),
+    #[error(transparent)]
+    Billing(#[from] BillingError),
+    #[error("invoice {0} grants credits but names no subscription")]
+    NoSubscription(String),
+    #[error("the session is in subscription mode but names no subscription")]
+    SessionWithoutSubscription,
 }
 
 #[derive(Deserialize)]
@@ -305,6 +372,11 @@ struct Session {
     amount_total: Option<i64>,
     #[serde(default)]
     currency: Option<String>,
+    /// `payment`, `setup` or `subscription`.
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    subscription: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -345,17 +417,47 @@ pub(crate) fn expandable_id(value: Option<serde_json::Value>) -> Option<String> 
 }
 
 fn metadata_text(metadata: &HashMap<String, serde_json::Value>, key: &str) -> Option<String> {
-    match metadata.get(key)? {
+    metadata_value(metadata.get(key)?)
+}
+
+/// A metadata value as text: a non-blank string, trimmed, or a number as written.
+pub(crate) fn metadata_value(value: &serde_json::Value) -> Option<String> {
+    match value {
         serde_json::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
 }
 
-pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan, PlanError> {
+/// What fulfilling an event of `event_type` with `payload` does, with the shop's packages
+/// and plans.
+pub fn plan(
+    event_type: &str,
+    payload: &str,
+    packages: &Packages,
+    plans: &Plans,
+) -> Result<Plan, PlanError> {
     let not_acting = || PlanError::NotActing(event_type.to_owned());
     let kind = EventKind::parse(event_type).ok_or_else(not_acting)?;
     match kind {
+        // A shop that sells no plan may still receive Billing's events (an endpoint that
+        // takes every type, an upgrade adopting what an earlier version ignored).
+        EventKind::InvoicePaid
+        | EventKind::InvoicePaymentFailed
+        | EventKind::CustomerSubscriptionCreated
+        | EventKind::CustomerSubscriptionUpdated
+        | EventKind::CustomerSubscriptionDeleted
+            if plans.is_empty() =>
+        {
+            Ok(Plan::Record { why: NO_PLANS })
+        }
+        EventKind::InvoicePaid => plan_paid_invoice(payload, plans),
+        EventKind::InvoicePaymentFailed => plan_unpaid_invoice(payload),
+        EventKind::CustomerSubscriptionCreated
+        | EventKind::CustomerSubscriptionUpdated
+        | EventKind::CustomerSubscriptionDeleted => Ok(Plan::Subscription(
+            billing::read_subscription(payload, plans)?,
+        )),
         EventKind::CheckoutSessionCompleted => plan_session(payload, None, packages),
         EventKind::CheckoutSessionAsyncPaymentSucceeded => {
             plan_session(payload, Some(SessionAction::Unlock), packages)
@@ -371,8 +473,58 @@ pub fn plan(event_type: &str, payload: &str, packages: &Packages) -> Result<Plan
         | EventKind::ChargeSucceeded
         | EventKind::RefundCreated
         | EventKind::PaymentIntentPaymentFailed
-        | EventKind::ChargeFailed => Err(not_acting()),
+        | EventKind::ChargeFailed
+        | EventKind::InvoicePaymentSucceeded
+        | EventKind::InvoiceCreated => Err(not_acting()),
     }
+}
+
+fn plan_paid_invoice(payload: &str, plans: &Plans) -> Result<Plan, PlanError> {
+    let invoice = billing::read_invoice(payload)?;
+    let (grants, nothing) = match billing::decide(&invoice, plans)? {
+        Decision::Grants(grants) => (grants, None),
+        Decision::Nothing { reason } => (Vec::new(), Some(reason)),
+    };
+    if invoice.subscription_id.is_none() && grants.iter().any(|g| g.credits > 0) {
+        return Err(PlanError::NoSubscription(invoice.invoice_id));
+    }
+    let lapses = !grants.is_empty()
+        && grants
+            .iter()
+            .all(|g| plans.get(&g.plan).is_some_and(|plan| plan.reset));
+    let lapses_at = grants
+        .iter()
+        .map(|g| g.period.end.saturating_mul(1000))
+        .max()
+        .filter(|_| lapses);
+    Ok(Plan::Invoice(Box::new(PaidInvoice {
+        invoice,
+        grants,
+        nothing,
+        lapses_at,
+    })))
+}
+
+fn plan_unpaid_invoice(payload: &str) -> Result<Plan, PlanError> {
+    #[derive(Deserialize)]
+    struct Created {
+        created: i64,
+    }
+    let created: Created =
+        serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
+    let invoice = billing::read_invoice(payload)?;
+    let Some(subscription_id) = invoice.subscription_id else {
+        return Ok(Plan::Record {
+            why: "the invoice belongs to no subscription",
+        });
+    };
+    Ok(Plan::InvoiceUnpaid(UnpaidInvoice {
+        invoice_id: invoice.invoice_id,
+        subscription_id,
+        customer_id: invoice.customer_id,
+        customer_email: invoice.customer_email,
+        failed_at: created.created,
+    }))
 }
 
 /// A Checkout Session's order and what its event does to it (`None`: as the session's
@@ -385,6 +537,22 @@ fn plan_session(
     let event: Event<Session> =
         serde_json::from_str(payload).map_err(|e| PlanError::Payload(e.to_string()))?;
     let session = event.data.object;
+    if session.mode.as_deref() == Some("subscription") {
+        // Its invoice grants (`invoice.paid`); the session only names whose it is.
+        return Ok(Plan::Subscription(SubscriptionFacts {
+            subscription_id: expandable_id(session.subscription)
+                .ok_or(PlanError::SessionWithoutSubscription)?,
+            subscription_ref: metadata_text(&session.metadata, billing::REF_KEY)
+                .or(session.client_reference_id.filter(|s| !s.trim().is_empty())),
+            customer_id: expandable_id(session.customer),
+            customer_email: session
+                .customer_details
+                .and_then(|d| d.email)
+                .or(session.customer_email)
+                .map(|e| e.trim().to_lowercase()),
+            state: None,
+        }));
+    }
     let payment_status = session.payment_status.unwrap_or_default();
     let action = match action {
         Some(action) => action,
@@ -528,7 +696,12 @@ mod tests {
     }
 
     fn plan_fixture(event_type: &str, name: &str) -> Result<Plan, PlanError> {
-        plan(event_type, &fixture(name), &Packages::default())
+        plan(
+            event_type,
+            &fixture(name),
+            &Packages::default(),
+            &Plans::default(),
+        )
     }
 
     #[test]
@@ -597,7 +770,13 @@ mod tests {
         let partial = r#"{"data":{"object":{"id":"ch_1","object":"charge","amount":4900,
             "amount_refunded":2450,"refunded":false,"payment_intent":{"id":"pi_1"}}}}"#;
         assert_eq!(
-            plan("charge.refunded", partial, &Packages::default()).unwrap(),
+            plan(
+                "charge.refunded",
+                partial,
+                &Packages::default(),
+                &Plans::default()
+            )
+            .unwrap(),
             Plan::Money {
                 payment_intent: "pi_1".into(),
                 event: MoneyEvent::Refunded {
@@ -613,7 +792,13 @@ mod tests {
         let refund = r#"{"data":{"object":{"id":"re_1","object":"refund","amount":2450,
             "payment_intent":"pi_1","status":"failed"}}}"#;
         assert_eq!(
-            plan("refund.failed", refund, &Packages::default()).unwrap(),
+            plan(
+                "refund.failed",
+                refund,
+                &Packages::default(),
+                &Plans::default()
+            )
+            .unwrap(),
             Plan::Money {
                 payment_intent: "pi_1".into(),
                 event: MoneyEvent::RefundFailed {
@@ -633,6 +818,7 @@ mod tests {
                 "charge.dispute.closed",
                 &dispute(status),
                 &Packages::default(),
+                &Plans::default(),
             )
         };
         assert!(matches!(
@@ -663,7 +849,8 @@ mod tests {
             plan(
                 "charge.dispute.created",
                 &dispute("needs_response"),
-                &Packages::default()
+                &Packages::default(),
+                &Plans::default(),
             )
             .unwrap(),
             Plan::Money {
@@ -674,7 +861,12 @@ mod tests {
         let orphan =
             r#"{"data":{"object":{"id":"dp_2","object":"dispute","payment_intent":null}}}"#;
         assert_eq!(
-            plan("charge.dispute.created", orphan, &Packages::default()),
+            plan(
+                "charge.dispute.created",
+                orphan,
+                &Packages::default(),
+                &Plans::default()
+            ),
             Err(PlanError::NoPaymentIntent("dispute"))
         );
     }
@@ -684,7 +876,14 @@ mod tests {
         let payload = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid",
             "client_reference_id":"ord_9","metadata":{"package":"thesis-100"}}}}"#;
         let packages: Packages = "thesis-40=40, thesis-100=100".parse().unwrap();
-        match plan("checkout.session.completed", payload, &packages).unwrap() {
+        match plan(
+            "checkout.session.completed",
+            payload,
+            &packages,
+            &Plans::default(),
+        )
+        .unwrap()
+        {
             Plan::Session { order, .. } => {
                 assert_eq!(order.credits, 100);
                 assert_eq!(order.order_id.as_str(), "ord_9");
@@ -692,7 +891,12 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            plan("checkout.session.completed", payload, &Packages::default()),
+            plan(
+                "checkout.session.completed",
+                payload,
+                &Packages::default(),
+                &Plans::default()
+            ),
             Err(PlanError::NoCredits {
                 order_id: "ord_9".into()
             })
@@ -700,10 +904,102 @@ mod tests {
     }
 
     #[test]
+    fn a_paid_invoice_is_planned_with_its_grants_and_when_they_lapse() {
+        let payload = fixture("billing/invoice.paid.subscription_create");
+        let carried: Plans = "thesis-monthly=40:3900:chf:month".parse().unwrap();
+        let reset: Plans = "thesis-monthly=40:3900:chf:month:reset".parse().unwrap();
+        let Plan::Invoice(paid) =
+            plan("invoice.paid", &payload, &Packages::default(), &carried).unwrap()
+        else {
+            panic!("not an invoice plan");
+        };
+        assert_eq!(paid.grants.len(), 1);
+        assert_eq!(paid.grants[0].credits, 40);
+        assert_eq!(paid.lapses_at, None);
+        let Plan::Invoice(paid) =
+            plan("invoice.paid", &payload, &Packages::default(), &reset).unwrap()
+        else {
+            panic!("not an invoice plan");
+        };
+        assert_eq!(paid.lapses_at, Some(1_766_992_000_000));
+        // A price no plan has is the claim's error, naming it.
+        let other: Plans = "thesis-pro=100:8900:chf:month".parse().unwrap();
+        let error = plan("invoice.paid", &payload, &Packages::default(), &other)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("3900 chf"), "{error}");
+        // No plan on sale at all: recorded, never an error.
+        assert_eq!(
+            plan(
+                "invoice.paid",
+                &payload,
+                &Packages::default(),
+                &Plans::default()
+            ),
+            Ok(Plan::Record { why: NO_PLANS })
+        );
+        // A failed payment names its invoice and subscription.
+        let failed = fixture("billing/invoice.payment_failed.subscription_cycle");
+        match plan(
+            "invoice.payment_failed",
+            &failed,
+            &Packages::default(),
+            &carried,
+        ) {
+            Ok(Plan::InvoiceUnpaid(unpaid)) => {
+                assert_eq!(unpaid.invoice_id, "in_1Qfix0004Invoice");
+                assert_eq!(unpaid.subscription_id, "sub_1Qfix0001Plan");
+                assert_eq!(unpaid.failed_at, 1_769_587_600);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_subscription_session_names_its_owner_and_grants_nothing() {
+        let payload = r#"{"data":{"object":{"id":"cs_1","mode":"subscription",
+            "payment_status":"paid","subscription":"sub_1","customer":"cus_1",
+            "customer_details":{"email":" Abo@Example.CH "},"client_reference_id":"ord_7",
+            "metadata":{"subscription_ref":"ref-7","credits":"40"}}}}"#;
+        let plans = Plans::default();
+        // It names no order, whatever its client_reference_id says.
+        assert_eq!(order_ref("checkout.session.completed", payload), None);
+        match plan(
+            "checkout.session.completed",
+            payload,
+            &Packages::default(),
+            &plans,
+        ) {
+            Ok(Plan::Subscription(facts)) => {
+                assert_eq!(facts.subscription_id, "sub_1");
+                assert_eq!(facts.subscription_ref.as_deref(), Some("ref-7"));
+                assert_eq!(facts.customer_email.as_deref(), Some("abo@example.ch"));
+                assert_eq!(facts.state, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let without = payload.replace(r#""subscription":"sub_1","#, "");
+        assert_eq!(
+            plan(
+                "checkout.session.completed",
+                &without,
+                &Packages::default(),
+                &plans
+            ),
+            Err(PlanError::SessionWithoutSubscription)
+        );
+    }
+
+    #[test]
     fn unmappable_sessions_are_clear_errors() {
         let no_order = r#"{"data":{"object":{"id":"cs_1","payment_status":"paid","metadata":{"credits":"5"}}}}"#;
         assert_eq!(
-            plan("checkout.session.completed", no_order, &Packages::default()),
+            plan(
+                "checkout.session.completed",
+                no_order,
+                &Packages::default(),
+                &Plans::default()
+            ),
             Err(PlanError::NoOrderId)
         );
         for credits in ["1000001", "99999999999999999999", "0"] {
@@ -712,7 +1008,12 @@ mod tests {
             );
             assert!(
                 matches!(
-                    plan("checkout.session.completed", &payload, &Packages::default()),
+                    plan(
+                        "checkout.session.completed",
+                        &payload,
+                        &Packages::default(),
+                        &Plans::default()
+                    ),
                     Err(PlanError::BadCredits { .. })
                 ),
                 "{credits}"
@@ -723,7 +1024,8 @@ mod tests {
             plan(
                 "checkout.session.completed",
                 bad_credits,
-                &Packages::default()
+                &Packages::default(),
+                &Plans::default(),
             ),
             Err(PlanError::BadCredits { .. })
         ));

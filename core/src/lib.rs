@@ -81,10 +81,10 @@ pub use error::StoreError;
 pub use store::{
     AlertDeliveryView, AlertView, AuditEntry, BatchItemView, BatchView, BatchWriter, CancelMark,
     ClaimOutcome, ClaimSummary, ClaimView, CreditWriter, CustomerView, DELIVERIES_KEPT_PER_EVENT,
-    DayFigures, DeliveryView, DueDelivery, EventFilter, Fulfilled, History, LeasedClaim,
+    DayFigures, DeliveryView, DueDelivery, EventFilter, Fulfilled, GrantView, History, LeasedClaim,
     LedgerEntryView, LoggedDelivery, MigrationRow, MigrationStatus, NewOrder, NotRefundable,
     OperatorCredentials, OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine,
     OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus, SelectedClaim, Store,
-    StoreOptions, StripeRequestView, TIMELINE_ROWS, TokenView, WriteHealth, WriteOp, WriteResult,
-    Writes,
+    StoreOptions, StripeRequestView, SubscriptionFilter, SubscriptionView, TIMELINE_ROWS,
+    TokenView, WriteHealth, WriteOp, WriteResult, Writes,
 };

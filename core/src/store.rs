@@ -39,6 +39,8 @@ mod query;
 mod reconcile;
 mod resolution;
 mod sqlite;
+mod subscribing;
+mod subscription_views;
 mod summaries;
 mod timeline;
 mod tokens;
@@ -57,6 +59,7 @@ pub use leasing::LeasedClaim;
 pub use operators::{OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
 pub use reconcile::ReconcileRunView;
+pub use subscription_views::{GrantView, SubscriptionFilter, SubscriptionView};
 pub use summaries::ClaimSummary;
 pub use timeline::{LoggedDelivery, OrderHistory, TIMELINE_ROWS};
 pub use tokens::TokenView;
@@ -210,6 +213,8 @@ aggregates! {
     BulkRedrives => bulk_redrives;
     /// Alerts, their outbox of messages, and the signature failures the checks count.
     Alerts => alerts;
+    /// Subscriptions as Stripe Billing's events tell them, and what each period was granted.
+    Subscriptions => subscriptions;
 }
 
 /// The database, shared by every request handler and worker (cheap to clone).

@@ -17,6 +17,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::backoff::{self, Backoff};
+use crate::billing::Plans;
 use crate::claim::ClaimState;
 use crate::clock::now_ms;
 use crate::error::StoreError;
@@ -51,6 +52,7 @@ pub struct WorkerConfig {
     /// into few large ones; an idle worker woken by a claim still takes it at once.
     pub gather: Duration,
     pub packages: Packages,
+    pub plans: Plans,
 }
 
 impl Default for WorkerConfig {
@@ -64,6 +66,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(1),
             gather: Duration::from_millis(10),
             packages: Packages::default(),
+            plans: Plans::default(),
         }
     }
 }
@@ -173,7 +176,12 @@ impl Worker {
         let mut attempts = Vec::with_capacity(claims.len());
         let mut planned = Vec::with_capacity(claims.len());
         for claim in claims {
-            match plan(&claim.event_type, &claim.payload, &self.config.packages) {
+            match plan(
+                &claim.event_type,
+                &claim.payload,
+                &self.config.packages,
+                &self.config.plans,
+            ) {
                 Ok(plan) => planned.push((claim, plan)),
                 Err(error) => attempts.push(self.fail(claim, error.to_string()).await?),
             }
@@ -214,7 +222,12 @@ impl Worker {
     async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
         let deadline = now_ms() + self.lease_ms() - self.lease_ms() / 10;
         crate::failpoint::hit("after-lease").await;
-        match plan(&claim.event_type, &claim.payload, &self.config.packages) {
+        match plan(
+            &claim.event_type,
+            &claim.payload,
+            &self.config.packages,
+            &self.config.plans,
+        ) {
             Err(error) => self.fail(claim, error.to_string()).await,
             Ok(plan) => {
                 let fulfilled = self.fulfil_waiting(&claim, &plan, deadline).await;

@@ -22,11 +22,23 @@ fn why(kind: EventKind) -> Option<&'static str> {
         EventKind::ChargeDisputeCreated | EventKind::ChargeDisputeClosed => {
             Some("once per dispute")
         }
+        EventKind::InvoicePaid => {
+            Some("an invoice is paid once; its twins and `invoice.payment_succeeded` grant nothing")
+        }
+        EventKind::InvoicePaymentFailed => Some("the first failure marks the period unpaid"),
+        EventKind::CustomerSubscriptionCreated
+        | EventKind::CustomerSubscriptionUpdated
+        | EventKind::CustomerSubscriptionDeleted => Some(
+            "each is a new state of one subscription; twins share the event's `created`, and a \
+             late older state never overwrites a newer one",
+        ),
         EventKind::PaymentIntentSucceeded
         | EventKind::ChargeSucceeded
         | EventKind::RefundCreated
         | EventKind::PaymentIntentPaymentFailed
-        | EventKind::ChargeFailed => None,
+        | EventKind::ChargeFailed
+        | EventKind::InvoicePaymentSucceeded
+        | EventKind::InvoiceCreated => None,
     }
 }
 
@@ -60,6 +72,7 @@ fn the_action_key_table_is_the_enums() {
         let key = match kind.action_step().unwrap() {
             ActionStep::OncePerObject => format!("`<type>:<{object} id>`"),
             ActionStep::AmountRefunded => format!("`<type>:<{object} id>:<amount_refunded>`"),
+            ActionStep::EventCreated => format!("`<type>:<{object} id>:<event created>`"),
         };
         expected.push(format!("| `{kind}` | {key} | {} |", why(kind).unwrap()));
     }

@@ -149,7 +149,13 @@ async fn claim(store: &Store, payload: &str, received_at: i64) -> ClaimOutcome {
 }
 
 fn plan_of(claim: &LeasedClaim) -> Plan {
-    plan(&claim.event_type, &claim.payload, &Packages::default()).unwrap()
+    plan(
+        &claim.event_type,
+        &claim.payload,
+        &Packages::default(),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 async fn unlocks(store: &Store, order: &str) -> i64 {

@@ -4,7 +4,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{alerts, claims, customers, operators, orders, reconcile, tokens};
+use crate::commands::{
+    alerts, claims, customers, operators, orders, reconcile, subscriptions, tokens,
+};
 use crate::config::flags::{DatabaseArgs, ServeArgs};
 use crate::telemetry::LogFormat;
 
@@ -58,6 +60,11 @@ pub enum Command {
     Customers {
         #[command(subcommand)]
         command: customers::CustomersCommand,
+    },
+    /// Subscriptions as Stripe Billing's events left them, with each period's grants.
+    Subscriptions {
+        #[command(subcommand)]
+        command: subscriptions::SubscriptionsCommand,
     },
     /// List Stripe's events since the reconciler's cursor (or --since) and claim the ones
     /// never delivered, through the same path as a delivery.

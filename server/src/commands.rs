@@ -13,6 +13,7 @@ pub mod operators;
 pub mod orders;
 mod output;
 pub mod reconcile;
+pub mod subscriptions;
 pub mod tokens;
 
 use claimcheck_core::Store;

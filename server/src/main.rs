@@ -35,6 +35,7 @@ async fn run(cli: Cli) -> Result<(), ServerError> {
         Command::Claims { command } => commands::claims::run(command).await,
         Command::Orders { command } => commands::orders::run(command).await,
         Command::Customers { command } => commands::customers::run(command).await,
+        Command::Subscriptions { command } => commands::subscriptions::run(command).await,
         Command::Backup { to, database } => commands::backup::run(&to, &database).await,
         Command::Alerts { command } => commands::alerts::run(command).await,
         Command::Reconcile(args) => commands::reconcile::run(args).await,

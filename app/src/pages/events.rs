@@ -425,12 +425,21 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             .to_string(),
             _ => t_string!(i18n, events.effect_fulfil).to_string(),
         },
+        Some(EventKind::InvoicePaid) => t_string!(i18n, events.effect_invoice).to_string(),
+        Some(
+            EventKind::InvoicePaymentFailed
+            | EventKind::CustomerSubscriptionCreated
+            | EventKind::CustomerSubscriptionUpdated
+            | EventKind::CustomerSubscriptionDeleted,
+        ) => t_string!(i18n, events.effect_subscription).to_string(),
         Some(
             EventKind::PaymentIntentSucceeded
             | EventKind::ChargeSucceeded
             | EventKind::RefundCreated
             | EventKind::PaymentIntentPaymentFailed
-            | EventKind::ChargeFailed,
+            | EventKind::ChargeFailed
+            | EventKind::InvoicePaymentSucceeded
+            | EventKind::InvoiceCreated,
         )
         | None => t_string!(i18n, events.effect_nothing).to_string(),
     };

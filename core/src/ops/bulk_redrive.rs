@@ -118,17 +118,25 @@ pub async fn preview(
     enum Touches {
         Order(String),
         PaidBy(String),
+        /// Plannable, and about no order (a subscription's state).
+        NoOrder,
         Unplannable,
     }
     let touches: Vec<Touches> = selected
         .iter()
         .map(|s| {
-            let plannable = plan(&s.claim.event_type, &s.payload, &config.packages).is_ok();
+            let plannable = plan(
+                &s.claim.event_type,
+                &s.payload,
+                &config.packages,
+                &config.plans,
+            )
+            .is_ok();
             match order_ref(&s.claim.event_type, &s.payload) {
                 _ if !plannable => Touches::Unplannable,
                 Some(OrderRef::Order(order_id)) => Touches::Order(order_id.to_string()),
                 Some(OrderRef::PaidBy(payment_intent)) => Touches::PaidBy(payment_intent),
-                None => Touches::Unplannable,
+                None => Touches::NoOrder,
             }
         })
         .collect();
@@ -152,7 +160,7 @@ pub async fn preview(
         .map(|t| match t {
             Touches::Order(order) => Some(order.clone()),
             Touches::PaidBy(pi) => paid_by.get(pi).cloned(),
-            Touches::Unplannable => None,
+            Touches::NoOrder | Touches::Unplannable => None,
         })
         .collect();
     let orders: Vec<String> = order_of

@@ -73,7 +73,9 @@ macro_rules! acting_types {
     () => {
         "('checkout.session.completed', \
          'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', \
-         'charge.refunded', 'refund.failed', 'charge.dispute.created', 'charge.dispute.closed')"
+         'charge.refunded', 'refund.failed', 'charge.dispute.created', 'charge.dispute.closed', \
+         'invoice.paid', 'invoice.payment_failed', 'customer.subscription.created', \
+         'customer.subscription.updated', 'customer.subscription.deleted')"
     };
 }
 

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 
 use super::money::{MoneyTx, StepSource};
+use super::subscribing::{SubscribeTx, apply_paid_invoice};
 use super::{BeginWrite, Claims, LeasedClaim, Pool, Write};
+use crate::billing::SubscriptionFacts;
 use crate::error::StoreError;
 use crate::fulfilment::{OrderFacts, Plan, SessionAction};
 use crate::money::OrderStatus;
@@ -397,7 +399,7 @@ async fn apply_sessions<T: FulfilTx + MoneyTx + Send>(
 
 /// Writes `plan`'s effect for `event_id` and marks it processed inside `tx`, if `owner`
 /// still holds its lease. Nothing is committed here.
-async fn apply_plan<T: FulfilTx + MoneyTx + Send>(
+async fn apply_plan<T: FulfilTx + MoneyTx + SubscribeTx + Send>(
     tx: &mut T,
     event_id: &str,
     owner: &str,
@@ -427,6 +429,21 @@ async fn apply_plan<T: FulfilTx + MoneyTx + Send>(
             tx.settle_credits(&order_id, StepSource::Event(event_id), now)
                 .await?;
         }
+        Plan::Invoice(paid) => apply_paid_invoice(tx, paid, event_id, now).await?,
+        Plan::InvoiceUnpaid(unpaid) => {
+            // The row first (created, or locked), then the mark in a statement of its own.
+            let facts = SubscriptionFacts {
+                subscription_id: unpaid.subscription_id.clone(),
+                subscription_ref: None,
+                customer_id: unpaid.customer_id.clone(),
+                customer_email: unpaid.customer_email.clone(),
+                state: None,
+            };
+            tx.upsert_subscription(&facts, None, now).await?;
+            tx.mark_unpaid(unpaid, now).await?;
+        }
+        Plan::Subscription(facts) => tx.upsert_subscription(facts, None, now).await?,
+        Plan::Record { .. } => {}
     }
     crate::failpoint::hit("after-ledger").await;
     if tx.mark_all_processed(&[event_id], owner, now).await? == 1 {
@@ -447,7 +464,11 @@ fn distinct_sessions<'a>(batch: &[(&'a LeasedClaim, &'a Plan)]) -> Option<Vec<Se
                 order,
                 action: *action,
             }),
-            Plan::Money { .. } => None,
+            Plan::Money { .. }
+            | Plan::Invoice(_)
+            | Plan::InvoiceUnpaid(_)
+            | Plan::Subscription(_)
+            | Plan::Record { .. } => None,
         })
         .collect::<Option<_>>()?;
     sessions.sort_by(|a, b| a.order.order_id.cmp(&b.order.order_id));
@@ -469,7 +490,7 @@ async fn fulfil_one<DB: sqlx::Database>(
     now: i64,
 ) -> Result<Fulfilled, StoreError>
 where
-    sqlx::Transaction<'static, DB>: FulfilTx + MoneyTx + Send,
+    sqlx::Transaction<'static, DB>: FulfilTx + MoneyTx + SubscribeTx + Send,
 {
     let fulfilled = apply_plan(&mut tx, claim.event_id.as_str(), owner, plan, now).await?;
     if fulfilled == Fulfilled::Processed {
@@ -489,7 +510,7 @@ async fn fulfil_many<DB: sqlx::Database>(
     now: i64,
 ) -> Result<Option<Vec<Fulfilled>>, StoreError>
 where
-    sqlx::Transaction<'static, DB>: FulfilTx + MoneyTx + Send,
+    sqlx::Transaction<'static, DB>: FulfilTx + MoneyTx + SubscribeTx + Send,
 {
     let results = match distinct_sessions(batch) {
         Some(sessions) => {

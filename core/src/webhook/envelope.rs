@@ -10,7 +10,8 @@ use crate::webhook::terms::{NamedFields, Term};
 /// What names the one action an acting event describes: twin Event objects for one action
 /// carry the same key and are claimed once. The step is each kind's
 /// ([`EventKind::action_step`]): `<type>:<object id>` for what happens once per object,
-/// `<type>:<charge id>:<amount_refunded>` for `charge.refunded`.
+/// `<type>:<charge id>:<amount_refunded>` for `charge.refunded`,
+/// `<type>:<subscription id>:<created>` for a subscription's status events.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ActionKey {
     full: String,
@@ -24,7 +25,8 @@ impl ActionKey {
     }
 
     /// What tells two actions of one type on one object apart: empty for types that happen
-    /// once per object, the cumulative `amount_refunded` for `charge.refunded`. With the type
+    /// once per object, the cumulative `amount_refunded` for `charge.refunded`, the event's
+    /// `created` for a subscription's status events. With the type
     /// and the object id (stored beside it) it is the whole key.
     pub fn step(&self) -> &str {
         &self.step
@@ -39,6 +41,7 @@ impl std::fmt::Display for ActionKey {
 
 fn action_key(
     event_type: &str,
+    created: i64,
     step: ActionStep,
     object_id: &ObjectId,
     object: &RawObject,
@@ -53,6 +56,7 @@ fn action_key(
             })?;
             amount.to_string()
         }
+        ActionStep::EventCreated => created.to_string(),
         ActionStep::OncePerObject => String::new(),
     };
     let full = if key.is_empty() {
@@ -199,7 +203,7 @@ impl Envelope {
                     .ok_or_else(|| EnvelopeError::MissingObjectId {
                         event_type: raw.event_type.clone(),
                     })?;
-                Some(action_key(&raw.event_type, step, id, &object)?)
+                Some(action_key(&raw.event_type, raw.created, step, id, &object)?)
             }
             None => None,
         };
@@ -319,6 +323,19 @@ mod tests {
             key_of(&event("charge.dispute.closed", dispute)),
             "charge.dispute.closed:dp_1"
         );
+        // Every state of one subscription is its own action; an invoice is paid once.
+        let subscription = r#"{"id":"sub_1","object":"subscription"}"#;
+        let at = |created: i64| {
+            event("customer.subscription.updated", subscription)
+                .replace(r#""created":1,"#, &format!(r#""created":{created},"#))
+        };
+        assert_eq!(
+            key_of(&at(1_768_288_001)),
+            "customer.subscription.updated:sub_1:1768288001"
+        );
+        assert_ne!(key_of(&at(1)), key_of(&at(2)));
+        let invoice = r#"{"id":"in_1","object":"invoice"}"#;
+        assert_eq!(key_of(&event("invoice.paid", invoice)), "invoice.paid:in_1");
         let no_amount = event("charge.refunded", r#"{"id":"ch_1","object":"charge"}"#);
         assert!(matches!(
             Envelope::parse(no_amount.as_bytes()),

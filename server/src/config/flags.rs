@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use claimcheck_core::billing::Plans;
 use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::payments::CheckoutUrls;
 use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
@@ -510,6 +511,16 @@ pub struct WorkerArgs {
         default_value = ""
     )]
     pub packages: Packages,
+    /// Subscription plans: NAME=CREDITS:AMOUNT:CURRENCY:INTERVAL[:reset],… (amount in minor
+    /// units; interval day, week, month or year; `reset`: unused credits lapse at the
+    /// period's end). A paid invoice's lines are matched to plans by unit price and currency.
+    #[arg(
+        long,
+        env = "CLAIMCHECK_PLANS",
+        value_name = "CLAIMCHECK_PLANS",
+        default_value = ""
+    )]
+    pub plans: Plans,
 }
 
 impl WorkerArgs {
@@ -520,6 +531,7 @@ impl WorkerArgs {
             base_backoff: Duration::from_millis(self.retry_backoff_ms),
             auto_rescue: self.auto_rescue,
             packages: self.packages.clone(),
+            plans: self.plans.clone(),
             ..WorkerConfig::default()
         }
     }

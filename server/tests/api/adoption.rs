@@ -164,18 +164,18 @@ async fn ignored_types_keep_their_payload_and_old_ones_are_left(backend: Backend
 async fn a_claim_of_a_type_this_version_does_not_know_waits_for_one_that_does(backend: Backend) {
     let app = spawn_app_with(backend, |_| {}).await;
     let t = now_ms() - 3_600_000;
-    // A newer version claimed two `invoice.paid`: one due, one whose worker died on its last
+    // A newer version claimed two `quote.accepted`: one due, one whose worker died on its last
     // attempt.
     app.db
         .execute(&format!(
             "INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, \
                  status, attempts, next_attempt_at, stripe_created, livemode, received_at, \
                  payload, source, terms_indexed, lease_owner, lease_expires_at) \
-             VALUES ('evt_newer_due', 'invoice.paid', 'in_1', '', 'processing', 0, {t}, 0, \
+             VALUES ('evt_newer_due', 'quote.accepted', 'qt_1', '', 'processing', 0, {t}, 0, \
                      FALSE, {t}, '{{}}', 'webhook', TRUE, NULL, NULL), \
-                    ('evt_newer_stale', 'invoice.paid', 'in_2', '', 'processing', 8, {t}, 0, \
+                    ('evt_newer_stale', 'quote.accepted', 'qt_2', '', 'processing', 8, {t}, 0, \
                      FALSE, {t}, '{{}}', 'webhook', TRUE, 'i_newer/w0', {t}), \
-                    ('evt_newer_fresh', 'invoice.paid', 'in_3', '', 'processing', 0, {now}, 0, \
+                    ('evt_newer_fresh', 'quote.accepted', 'qt_3', '', 'processing', 0, {now}, 0, \
                      FALSE, {now}, '{{}}', 'webhook', TRUE, NULL, NULL)",
             now = now_ms()
         ))
@@ -231,7 +231,7 @@ async fn a_claim_of_a_type_this_version_does_not_know_waits_for_one_that_does(ba
         .unwrap_or_else(|| panic!("no newer-version notice: {page}"));
     assert!(
         notice.contains("waiting for a newer version: this version does not fulfil")
-            && notice.contains("invoice.paid"),
+            && notice.contains("quote.accepted"),
         "{notice}"
     );
     assert!(!page.contains("/events/evt_newer_stale/redrive"), "{page}");
@@ -255,7 +255,7 @@ async fn a_claim_of_a_type_this_version_does_not_know_waits_for_one_that_does(ba
         .await
         .unwrap();
     assert_eq!(obs.newer_version_claims.count, 2);
-    assert_eq!(obs.newer_version_type.as_deref(), Some("invoice.paid"));
+    assert_eq!(obs.newer_version_type.as_deref(), Some("quote.accepted"));
     let found = evaluate(&obs, &AlertThresholds::default());
     let waiting = found
         .iter()

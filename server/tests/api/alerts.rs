@@ -394,14 +394,14 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
              VALUES ('sp_owed', 'olga@example.ch', 'spend', -4, {now});"
         ))
         .await;
-    // A newer version claimed an `invoice.paid` (a type this version does not fulfil) and
+    // A newer version claimed a `quote.accepted` (a type this version does not fulfil) and
     // is gone.
     app.db
         .execute(&format!(
             "INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, \
                  status, attempts, next_attempt_at, stripe_created, livemode, received_at, \
                  payload, source, terms_indexed) \
-             VALUES ('evt_newer', 'invoice.paid', 'in_1', '', 'processing', 0, {now}, 0, \
+             VALUES ('evt_newer', 'quote.accepted', 'qt_1', '', 'processing', 0, {now}, 0, \
                      FALSE, {now}, '{{}}', 'webhook', TRUE)"
         ))
         .await;
@@ -435,7 +435,10 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
     assert_eq!(observed.credits_owed, 4);
     assert_eq!(observed.newer_version_claims.count, 1);
     assert_eq!(observed.newer_version_claims.samples, ["evt_newer"]);
-    assert_eq!(observed.newer_version_type.as_deref(), Some("invoice.paid"));
+    assert_eq!(
+        observed.newer_version_type.as_deref(),
+        Some("quote.accepted")
+    );
     let policy = AlertPolicy {
         thresholds,
         repeat: None,

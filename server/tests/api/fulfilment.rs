@@ -278,7 +278,13 @@ async fn a_lease_taken_over_cannot_complete_twice(app: TestApp) {
         "{attempts:?}"
     );
     // A wakes up and tries to complete: refused, nothing written.
-    let plan = plan(&claim.event_type, &claim.payload, &Packages::default()).unwrap();
+    let plan = plan(
+        &claim.event_type,
+        &claim.payload,
+        &Packages::default(),
+        &Default::default(),
+    )
+    .unwrap();
     let late = app
         .store
         .claims()
@@ -345,7 +351,15 @@ async fn a_batch_of_distinct_orders_unlocks_each_once_in_one_commit(app: TestApp
     assert_eq!(leased.len(), 40);
     let plans: Vec<_> = leased
         .iter()
-        .map(|c| plan(&c.event_type, &c.payload, &Packages::default()).unwrap())
+        .map(|c| {
+            plan(
+                &c.event_type,
+                &c.payload,
+                &Packages::default(),
+                &Default::default(),
+            )
+            .unwrap()
+        })
         .collect();
     let batch: Vec<_> = leased.iter().zip(&plans).collect();
     let results = app
@@ -418,7 +432,15 @@ async fn a_batch_with_one_lease_lost_writes_nothing(app: TestApp) {
         .unwrap();
     let plans: Vec<_> = leased
         .iter()
-        .map(|c| plan(&c.event_type, &c.payload, &Packages::default()).unwrap())
+        .map(|c| {
+            plan(
+                &c.event_type,
+                &c.payload,
+                &Packages::default(),
+                &Default::default(),
+            )
+            .unwrap()
+        })
         .collect();
     let batch: Vec<_> = leased.iter().zip(&plans).collect();
     let result = app

@@ -38,6 +38,7 @@ mod search;
 mod simulate;
 mod spends;
 mod statements;
+mod subscriptions;
 mod support_desk;
 mod two_factor;
 mod webhook;

@@ -469,7 +469,15 @@ async fn payments_unlocked_together_settle_what_their_money_did_before(app: Test
     assert_eq!(leased.len(), 4);
     let plans: Vec<_> = leased
         .iter()
-        .map(|c| plan(&c.event_type, &c.payload, &Packages::default()).unwrap())
+        .map(|c| {
+            plan(
+                &c.event_type,
+                &c.payload,
+                &Packages::default(),
+                &Default::default(),
+            )
+            .unwrap()
+        })
         .collect();
     let batch: Vec<_> = leased.iter().zip(&plans).collect();
     let results = app

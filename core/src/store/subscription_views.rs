@@ -1,0 +1,129 @@
+//! Subscriptions as support reads them: the list (by status, plan, unpaid), and one
+//! subscription with every period's grants and the invoices that paid them.
+
+use serde::Serialize;
+
+use super::Subscriptions;
+use super::query::{Arg, sql};
+use crate::error::StoreError;
+
+/// A subscription as its events left it, with the credits its invoices granted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct SubscriptionView {
+    pub subscription_id: String,
+    pub subscription_ref: Option<String>,
+    pub customer_id: Option<String>,
+    pub customer_email: Option<String>,
+    pub plan: Option<String>,
+    /// Stripe's status as its latest status event says; `None` before one came.
+    pub status: Option<String>,
+    /// Stripe's `created` (unix seconds) of that event.
+    pub status_as_of: Option<i64>,
+    /// Unix seconds.
+    pub current_period_end: Option<i64>,
+    pub cancel_at_period_end: i64,
+    /// The invoice whose payment failed and is not paid yet, and since when (unix seconds).
+    pub unpaid_invoice: Option<String>,
+    pub unpaid_since: Option<i64>,
+    /// What its paid invoices granted, over every period.
+    pub credits_granted: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// What one paid invoice granted one period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct GrantView {
+    /// Unix seconds.
+    pub period_start: i64,
+    pub period_end: i64,
+    /// `period` or `proration`.
+    pub step: String,
+    pub invoice_id: String,
+    pub plan: String,
+    pub from_plan: Option<String>,
+    /// What the invoice entitled the period to, and what the period's cap let through.
+    pub entitled: i64,
+    pub credits: i64,
+    pub ceiling: i64,
+    pub event_id: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// What refunds and disputes took back from the invoice's credits, net of what came back
+    /// (≤ 0); the invoice's, on each of its grants.
+    pub revoked: i64,
+}
+
+/// Which subscriptions a list shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscriptionFilter {
+    pub status: Option<String>,
+    pub plan: Option<String>,
+    /// Only those whose renewal is unpaid or whose status is `past_due` or `unpaid`.
+    pub past_due: bool,
+    pub limit: i64,
+}
+
+const COLUMNS: &str = "s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, \
+    s.plan, s.status, s.status_as_of, s.current_period_end, \
+    CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, \
+    s.unpaid_since, \
+    (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g \
+     WHERE g.subscription_id = s.subscription_id) AS credits_granted, \
+    s.created_at, s.updated_at";
+
+impl Subscriptions<'_> {
+    /// Subscriptions, the most recently changed first.
+    pub async fn list(
+        self,
+        filter: &SubscriptionFilter,
+    ) -> Result<Vec<SubscriptionView>, StoreError> {
+        let statement = format!(
+            "SELECT {COLUMNS} FROM subscriptions s \
+             WHERE ($1 = '' OR s.status = $1) AND ($2 = '' OR s.plan = $2) \
+               AND ($3 = 0 OR s.unpaid_invoice IS NOT NULL \
+                    OR s.status IN ('past_due', 'unpaid')) \
+             ORDER BY s.updated_at DESC, s.subscription_id LIMIT $4"
+        );
+        Ok(self
+            .pool
+            .on()
+            .all(
+                sql(&statement)
+                    .bind(filter.status.clone().unwrap_or_default())
+                    .bind(filter.plan.clone().unwrap_or_default())
+                    .bind(i64::from(filter.past_due))
+                    .bind(filter.limit.clamp(1, 1000)),
+            )
+            .await?)
+    }
+
+    /// A subscription by its Stripe id (`sub_…`) or the shop's reference.
+    pub async fn get(self, id_or_ref: &str) -> Result<Option<SubscriptionView>, StoreError> {
+        let statement = format!(
+            "SELECT {COLUMNS} FROM subscriptions s \
+             WHERE s.subscription_id = $1 OR s.subscription_ref = $1 \
+             ORDER BY (s.subscription_id = $1) DESC, s.created_at DESC LIMIT 1"
+        );
+        Ok(self
+            .pool
+            .on()
+            .optional(sql(&statement).bind(id_or_ref))
+            .await?)
+    }
+
+    /// Every grant of a subscription, the latest period first.
+    pub async fn grants(self, subscription_id: &str) -> Result<Vec<GrantView>, StoreError> {
+        const STATEMENT: &str = "SELECT g.period_start, g.period_end, g.step, g.invoice_id, \
+            g.plan, g.from_plan, g.entitled, g.credits, g.ceiling, g.event_id, g.created_at, \
+            (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
+             WHERE l.order_id = g.invoice_id AND l.kind <> 'unlock') AS revoked \
+            FROM subscription_grants g WHERE g.subscription_id = $1 \
+            ORDER BY g.period_end DESC, g.created_at DESC, g.invoice_id";
+        Ok(self
+            .pool
+            .on()
+            .all(sql(STATEMENT).bind(Arg::from(subscription_id)))
+            .await?)
+    }
+}

@@ -1,0 +1,176 @@
+//! `claimcheck subscriptions`: subscriptions as Stripe Billing's events left them, and what
+//! each period was granted.
+
+use claimcheck_core::SubscriptionFilter;
+use clap::{Args, Subcommand};
+
+use super::open;
+use super::output::{Output, print, print_json, print_list, table, time};
+use crate::config::flags::DatabaseArgs;
+use crate::error::ServerError;
+
+#[derive(Debug, Subcommand)]
+pub enum SubscriptionsCommand {
+    /// Subscriptions, the most recently changed first.
+    List {
+        /// Only this Stripe status (active, past_due, canceled, unpaid…).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only this plan (as CLAIMCHECK_PLANS names it).
+        #[arg(long)]
+        plan: Option<String>,
+        /// Only those whose renewal is unpaid or whose status is past_due or unpaid.
+        #[arg(long)]
+        past_due: bool,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// One subscription, by Stripe id (sub_…) or the shop's reference, with every period's
+    /// grants.
+    Show {
+        subscription: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    #[command(flatten)]
+    output: Output,
+    #[command(flatten)]
+    database: DatabaseArgs,
+}
+
+/// Stripe's seconds, for people.
+fn seconds(at: Option<i64>) -> String {
+    time(at.map(|s| s.saturating_mul(1000)))
+}
+
+pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
+    match command {
+        SubscriptionsCommand::List {
+            status,
+            plan,
+            past_due,
+            limit,
+            common,
+        } => {
+            let store = open(&common.database).await?;
+            let filter = SubscriptionFilter {
+                status,
+                plan,
+                past_due,
+                limit,
+            };
+            let list = store
+                .subscriptions()
+                .list(&filter)
+                .await
+                .map_err(common.database.error())?;
+            print_list(
+                &common.output,
+                &list,
+                &[
+                    "SUBSCRIPTION",
+                    "REF",
+                    "CUSTOMER",
+                    "PLAN",
+                    "STATUS",
+                    "PERIOD ENDS",
+                    "UNPAID",
+                    "GRANTED",
+                ],
+                |s| {
+                    vec![
+                        s.subscription_id.clone(),
+                        s.subscription_ref.clone().unwrap_or_else(|| "-".into()),
+                        s.customer_email.clone().unwrap_or_else(|| "-".into()),
+                        s.plan.clone().unwrap_or_else(|| "-".into()),
+                        s.status.clone().unwrap_or_else(|| "-".into()),
+                        seconds(s.current_period_end),
+                        s.unpaid_invoice.clone().unwrap_or_else(|| "-".into()),
+                        s.credits_granted.to_string(),
+                    ]
+                },
+            )
+        }
+        SubscriptionsCommand::Show {
+            subscription,
+            common,
+        } => {
+            let store = open(&common.database).await?;
+            let found = store
+                .subscriptions()
+                .get(&subscription)
+                .await
+                .map_err(common.database.error())?
+                .ok_or_else(|| ServerError::Command(format!("no subscription {subscription}")))?;
+            let grants = store
+                .subscriptions()
+                .grants(&found.subscription_id)
+                .await
+                .map_err(common.database.error())?;
+            if common.output.json {
+                return print_json(&serde_json::json!({
+                    "subscription": found,
+                    "grants": grants,
+                }));
+            }
+            let mut text = format!(
+                "subscription     {}\nreference        {}\ncustomer         {}\nplan             {}\n\
+                 status           {}{}\nperiod ends      {}\nunpaid           {}\n\
+                 credits granted  {}\n",
+                found.subscription_id,
+                found.subscription_ref.as_deref().unwrap_or("-"),
+                found
+                    .customer_email
+                    .as_deref()
+                    .or(found.customer_id.as_deref())
+                    .unwrap_or("-"),
+                found.plan.as_deref().unwrap_or("-"),
+                found.status.as_deref().unwrap_or("-"),
+                if found.cancel_at_period_end != 0 {
+                    " (cancels at the period's end)"
+                } else {
+                    ""
+                },
+                seconds(found.current_period_end),
+                match (&found.unpaid_invoice, found.unpaid_since) {
+                    (Some(invoice), since) => format!("{invoice} since {}", seconds(since)),
+                    (None, _) => "-".into(),
+                },
+                found.credits_granted,
+            );
+            let rows: Vec<Vec<String>> = grants
+                .iter()
+                .map(|g| {
+                    vec![
+                        seconds(Some(g.period_start)),
+                        seconds(Some(g.period_end)),
+                        g.step.clone(),
+                        match &g.from_plan {
+                            Some(from) => format!("{from} → {}", g.plan),
+                            None => g.plan.clone(),
+                        },
+                        g.invoice_id.clone(),
+                        g.entitled.to_string(),
+                        g.credits.to_string(),
+                        g.revoked.to_string(),
+                    ]
+                })
+                .collect();
+            text.push_str("\ngrants\n");
+            text.push_str(&table(
+                &[
+                    "FROM", "TO", "STEP", "PLAN", "INVOICE", "ENTITLED", "GRANTED", "REVOKED",
+                ],
+                &rows,
+            ));
+            print(&text);
+            Ok(())
+        }
+    }
+}

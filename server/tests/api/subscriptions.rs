@@ -1,0 +1,622 @@
+//! Subscriptions through the webhook and the worker: a paid invoice grants its period's
+//! credits once, whatever the order, twins and resends of Stripe's Billing events; a renewal,
+//! a failed payment paid on retry and an upgrade each grant what they pay for; a period never
+//! passes its highest plan; a subscription's state never moves back.
+
+use std::time::Duration;
+
+use claimcheck_core::Store;
+use claimcheck_core::billing::Plans;
+use claimcheck_core::worker::{Attempt, Worker, WorkerConfig};
+
+use crate::helpers::{TestApp, on_both_backends};
+
+on_both_backends!(
+    the_creation_events_in_every_order_grant_the_first_period_once,
+    renewals_and_a_paid_retry_grant_each_period_once,
+    an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan,
+    a_late_older_state_never_overwrites_a_newer_one,
+    a_refund_of_a_paid_invoice_revokes_from_its_grant,
+    a_reset_plan_lapses_at_the_end_of_its_period,
+    without_plans_billing_events_are_recorded_and_grant_nothing,
+    an_invoice_without_an_email_is_the_customer_its_session_named,
+);
+
+const PLANS: &str = "thesis-monthly=40:3900:chf:month, thesis-pro=100:8900:chf:month";
+
+/// A Billing fixture (`fixtures/stripe/events/billing/`), its ids and customer made its own
+/// by `tag` ("Qfix" in every Stripe id, the customer's email), so that many subscriptions live
+/// in one database.
+fn billing(name: &str, tag: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../fixtures/stripe/events/billing/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.replace("Qfix", &format!("Q{tag}"))
+        .replace("abo1@example.ch", &format!("abo-{tag}@example.ch"))
+        .into_bytes()
+}
+
+/// The Checkout Session in `subscription` mode that started the subscription of `tag`.
+fn subscription_session(tag: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": format!("evt_1Q{tag}0000Session"),
+        "object": "event",
+        "type": "checkout.session.completed",
+        "created": 1_764_400_008,
+        "livemode": false,
+        "data": { "object": {
+            "id": format!("cs_1Q{tag}0001"),
+            "object": "checkout.session",
+            "mode": "subscription",
+            "payment_status": "paid",
+            "subscription": format!("sub_1Q{tag}0001Plan"),
+            "customer": format!("cus_Q{tag}0001"),
+            "customer_details": { "email": format!("Abo-{tag}@example.ch") },
+            "metadata": { "subscription_ref": "subref_0001" },
+        }},
+    }))
+    .unwrap()
+}
+
+/// The charge of the first invoice: telemetry.
+fn charge_succeeded(tag: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": format!("evt_1Q{tag}0000Charge"),
+        "object": "event",
+        "type": "charge.succeeded",
+        "created": 1_764_400_005,
+        "livemode": false,
+        "data": { "object": {
+            "id": format!("ch_1Q{tag}0001"),
+            "object": "charge",
+            "amount": 3900,
+            "payment_intent": format!("pi_1Q{tag}0001"),
+        }},
+    }))
+    .unwrap()
+}
+
+fn worker(store: &Store) -> Worker {
+    Worker::new(
+        store.clone(),
+        "billing-worker",
+        WorkerConfig {
+            base_backoff: Duration::from_millis(10),
+            plans: PLANS.parse::<Plans>().unwrap(),
+            ..WorkerConfig::default()
+        },
+    )
+}
+
+/// Runs `worker` until nothing is due; every attempt must have processed its claim.
+async fn drain(worker: &Worker) {
+    loop {
+        let batch = worker.run_once().await.unwrap();
+        if batch.is_empty() {
+            return;
+        }
+        for attempt in batch {
+            assert!(matches!(attempt, Attempt::Processed { .. }), "{attempt:?}");
+        }
+    }
+}
+
+async fn deliver(app: &TestApp, body: &[u8]) {
+    let response = app.deliver(body).await;
+    assert_eq!(
+        response.status(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&body[..80])
+    );
+}
+
+/// The credits `email` holds from the ledger (unlocks and revokes).
+async fn credits(app: &TestApp, email: &str) -> i64 {
+    app.db
+        .count(&format!(
+            "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
+             WHERE customer_email = '{email}'"
+        ))
+        .await
+}
+
+/// What the grants of `subscription` gave the period ending at `period_end`.
+async fn period_grants(app: &TestApp, subscription: &str, period_end: i64) -> i64 {
+    app.db
+        .count(&format!(
+            "SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM subscription_grants \
+             WHERE subscription_id = '{subscription}' AND period_end = {period_end}"
+        ))
+        .await
+}
+
+async fn subscription_text(app: &TestApp, subscription: &str, column: &str) -> String {
+    app.db
+        .texts(&format!(
+            "SELECT COALESCE(CAST({column} AS TEXT), '-') FROM subscriptions \
+             WHERE subscription_id = '{subscription}'"
+        ))
+        .await
+        .join(",")
+}
+
+/// Every ordering of `n` items, in lexicographic order.
+fn orderings(n: usize) -> Vec<Vec<usize>> {
+    let mut current: Vec<usize> = (0..n).collect();
+    let mut all = vec![current.clone()];
+    loop {
+        let Some(i) = (1..n).rev().find(|&i| current[i - 1] < current[i]) else {
+            return all;
+        };
+        let j = (i..n).rev().find(|&j| current[j] > current[i - 1]).unwrap();
+        current.swap(i - 1, j);
+        current[i..].reverse();
+        all.push(current.clone());
+    }
+}
+
+const FIRST_PERIOD_END: i64 = 1_766_992_000;
+const SECOND_PERIOD_END: i64 = 1_769_584_000;
+const THIRD_PERIOD_END: i64 = 1_772_176_000;
+
+async fn the_creation_events_in_every_order_grant_the_first_period_once(app: TestApp) {
+    let worker = worker(&app.store);
+    let all = orderings(5);
+    assert_eq!(all.len(), 120);
+    for (n, ordering) in all.iter().enumerate() {
+        let tag = format!("o{n:03}");
+        let creation: [Vec<Vec<u8>>; 5] = [
+            vec![billing("customer.subscription.created", &tag)],
+            vec![billing("invoice.created.subscription_create", &tag)],
+            // invoice.paid with its twin (another Event object for the same payment) and a
+            // resend of the first.
+            vec![
+                billing("invoice.paid.subscription_create", &tag),
+                billing("invoice.paid.subscription_create.twin", &tag),
+                billing("invoice.paid.subscription_create", &tag),
+                billing("invoice.payment_succeeded.subscription_create", &tag),
+            ],
+            vec![charge_succeeded(&tag)],
+            vec![subscription_session(&tag)],
+        ];
+        for (step, &which) in ordering.iter().enumerate() {
+            for body in &creation[which] {
+                deliver(&app, body).await;
+            }
+            // The worker runs between some deliveries and not others.
+            if (n + step) % 2 == 0 {
+                drain(&worker).await;
+            }
+        }
+        drain(&worker).await;
+    }
+    for (n, ordering) in all.iter().enumerate() {
+        let tag = format!("o{n:03}");
+        let subscription = format!("sub_1Q{tag}0001Plan");
+        assert_eq!(
+            credits(&app, &format!("abo-{tag}@example.ch")).await,
+            40,
+            "ordering {n}: {ordering:?}"
+        );
+        assert_eq!(
+            period_grants(&app, &subscription, FIRST_PERIOD_END).await,
+            40
+        );
+        assert_eq!(
+            subscription_text(&app, &subscription, "status").await,
+            "active"
+        );
+        assert_eq!(
+            subscription_text(&app, &subscription, "subscription_ref").await,
+            "subref_0001"
+        );
+        assert_eq!(
+            subscription_text(&app, &subscription, "customer_email").await,
+            format!("abo-{tag}@example.ch")
+        );
+    }
+    // One grant per subscription, one order per paid invoice, no package order from the
+    // subscription's Checkout Session.
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM subscription_grants")
+            .await,
+        120
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM orders").await, 120);
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM orders \
+                 WHERE substr(order_id, 1, 3) = 'in_' AND credits = 40"
+            )
+            .await,
+        120
+    );
+    // What was claimed: per subscription its creation, its paid invoice (once: the twin is
+    // a duplicate action, the resend a duplicate event) and its Checkout Session; the
+    // telemetry (`invoice.created`, `invoice.payment_succeeded`, `charge.succeeded`) never.
+    let claimed = |event_type: &str| {
+        format!("SELECT COUNT(*) FROM processed_stripe_events WHERE event_type = '{event_type}'")
+    };
+    assert_eq!(app.db.count(&claimed("invoice.paid")).await, 120);
+    assert_eq!(
+        app.db
+            .count(&claimed("customer.subscription.created"))
+            .await,
+        120
+    );
+    assert_eq!(
+        app.db.count(&claimed("checkout.session.completed")).await,
+        120
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events")
+            .await,
+        360
+    );
+    let outcome = |outcome: &str| {
+        format!("SELECT COUNT(*) FROM webhook_deliveries WHERE outcome = '{outcome}'")
+    };
+    assert_eq!(app.db.count(&outcome("duplicate_action")).await, 120);
+    assert_eq!(app.db.count(&outcome("duplicate_event")).await, 120);
+    assert_eq!(app.db.count(&outcome("ignored")).await, 3 * 120);
+}
+
+async fn renewals_and_a_paid_retry_grant_each_period_once(app: TestApp) {
+    let worker = worker(&app.store);
+    let tag = "cyc";
+    let subscription = "sub_1Qcyc0001Plan";
+    // `invoice.payment_succeeded` alone grants nothing: it is telemetry.
+    deliver(
+        &app,
+        &billing("invoice.payment_succeeded.subscription_create", tag),
+    )
+    .await;
+    drain(&worker).await;
+    assert_eq!(credits(&app, "abo-cyc@example.ch").await, 0);
+    for name in [
+        "invoice.paid.subscription_create",
+        "invoice.paid.subscription_cycle",
+    ] {
+        deliver(&app, &billing(name, tag)).await;
+    }
+    drain(&worker).await;
+    assert_eq!(
+        period_grants(&app, subscription, FIRST_PERIOD_END).await,
+        40
+    );
+    assert_eq!(
+        period_grants(&app, subscription, SECOND_PERIOD_END).await,
+        40
+    );
+    // The third renewal's card fails: the period is unpaid, nothing is granted.
+    deliver(
+        &app,
+        &billing("invoice.payment_failed.subscription_cycle", tag),
+    )
+    .await;
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, subscription, "unpaid_invoice").await,
+        "in_1Qcyc0004Invoice"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "unpaid_since").await,
+        "1769587600"
+    );
+    assert_eq!(period_grants(&app, subscription, THIRD_PERIOD_END).await, 0);
+    // Stripe's retry is paid: the period is granted once (at the plan of that invoice), and
+    // the subscription is paid again; a resend and a late failure change nothing.
+    deliver(&app, &billing("invoice.paid.subscription_cycle.retry", tag)).await;
+    drain(&worker).await;
+    deliver(&app, &billing("invoice.paid.subscription_cycle.retry", tag)).await;
+    drain(&worker).await;
+    assert_eq!(
+        period_grants(&app, subscription, THIRD_PERIOD_END).await,
+        100
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "unpaid_invoice").await,
+        "-"
+    );
+    // Another subscription whose retry is paid before the failure arrives: a failure that
+    // arrives after its invoice was paid never marks it unpaid.
+    deliver(
+        &app,
+        &billing("invoice.paid.subscription_cycle.retry", "lat"),
+    )
+    .await;
+    drain(&worker).await;
+    deliver(
+        &app,
+        &billing("invoice.payment_failed.subscription_cycle", "lat"),
+    )
+    .await;
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, "sub_1Qlat0001Plan", "unpaid_invoice").await,
+        "-"
+    );
+    assert_eq!(credits(&app, "abo-cyc@example.ch").await, 40 + 40 + 100);
+
+    // Support reads it from the command line: by id or by the shop's reference.
+    let shown = cli_json(&app, &["subscriptions", "show", subscription, "--json"]).await;
+    assert_eq!(shown["subscription"]["credits_granted"], 180);
+    assert_eq!(shown["subscription"]["subscription_ref"], "subref_0001");
+    let grants = shown["grants"].as_array().unwrap();
+    assert_eq!(grants.len(), 3);
+    assert_eq!(grants[0]["period_end"], THIRD_PERIOD_END);
+    assert_eq!(grants[0]["plan"], "thesis-pro");
+    let (code, table, _) = cli(&app, &["subscriptions", "show", subscription]).await;
+    assert_eq!(code, 0);
+    assert!(table.contains("credits granted  180"), "{table}");
+    assert!(table.contains("in_1Qcyc0004Invoice"), "{table}");
+    let unpaid = cli_json(&app, &["subscriptions", "list", "--past-due", "--json"]).await;
+    assert_eq!(unpaid.as_array().unwrap().len(), 0, "{unpaid}");
+    // Without status events, the plan is the one of the latest period paid for.
+    let pro = cli_json(
+        &app,
+        &["subscriptions", "list", "--plan", "thesis-pro", "--json"],
+    )
+    .await;
+    assert_eq!(pro.as_array().unwrap().len(), 2, "{pro}");
+    let (code, _, stderr) = cli(&app, &["subscriptions", "show", "sub_nope"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no subscription sub_nope"), "{stderr}");
+}
+
+async fn cli(app: &TestApp, args: &[&str]) -> (i32, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+        .args(args)
+        .env("DATABASE_URL", app.db.url())
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn cli_json(app: &TestApp, args: &[&str]) -> serde_json::Value {
+    let (code, stdout, stderr) = cli(app, args).await;
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+}
+
+/// The fixtures' upgrade invoice with its id, event id, lines and amount made over: a change
+/// inside the second period from `from` to `to` (each `(unit amount, credits)`), `paid` paid.
+fn change_invoice(n: usize, from: i64, to: i64, paid: i64) -> Vec<u8> {
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&billing("invoice.paid.subscription_update", "chg")).unwrap();
+    event["id"] = format!("evt_1Qchg00Change{n}").into();
+    let invoice = &mut event["data"]["object"];
+    invoice["id"] = format!("in_1Qchg00Change{n}").into();
+    invoice["amount_paid"] = paid.into();
+    let lines = invoice["lines"]["data"].as_array_mut().unwrap();
+    let start = 1_768_288_000 + i64::try_from(n).unwrap() * 1000;
+    for line in lines.iter_mut() {
+        line["period"]["start"] = start.into();
+    }
+    lines[0]["amount"] = (-from / 2).into();
+    lines[0]["pricing"]["unit_amount_decimal"] = from.to_string().into();
+    lines[1]["amount"] = (to / 2).into();
+    lines[1]["pricing"]["unit_amount_decimal"] = to.to_string().into();
+    serde_json::to_vec(&event).unwrap()
+}
+
+async fn an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan(app: TestApp) {
+    let worker = worker(&app.store);
+    let subscription = "sub_1Qchg0001Plan";
+    for name in [
+        "invoice.paid.subscription_create",
+        "invoice.paid.subscription_cycle",
+        "invoice.paid.subscription_update",
+    ] {
+        deliver(&app, &billing(name, "chg")).await;
+    }
+    drain(&worker).await;
+    // 40 → 100 credits for 39 → 89 francs, half the period left: 2,500 paid of the 5,000
+    // difference grants 60 × 2500 / 5000 = 30.
+    assert_eq!(
+        period_grants(&app, subscription, SECOND_PERIOD_END).await,
+        40 + 30
+    );
+    // Down and up again three times in the same period, each upgrade paid: the period never
+    // passes the highest plan's 100 credits; the downgrades grant nothing. Two workers take
+    // them at once, one invoice a transaction, as two instances would.
+    for round in 0..3 {
+        deliver(&app, &change_invoice(2 * round, 8900, 3900, 0)).await;
+        deliver(&app, &change_invoice(2 * round + 1, 3900, 8900, 2500)).await;
+    }
+    let one_at_a_time = |name: &str| {
+        Worker::new(
+            app.store.clone(),
+            name,
+            WorkerConfig {
+                batch_size: 1,
+                plans: PLANS.parse::<Plans>().unwrap(),
+                ..WorkerConfig::default()
+            },
+        )
+    };
+    let (first, second) = (one_at_a_time("w1"), one_at_a_time("w2"));
+    tokio::join!(drain(&first), drain(&second));
+    assert_eq!(
+        period_grants(&app, subscription, SECOND_PERIOD_END).await,
+        100
+    );
+    assert_eq!(credits(&app, "abo-chg@example.ch").await, 40 + 100);
+    // Every change is recorded, what it was entitled to beside what the cap let through.
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM subscription_grants \
+                 WHERE step = 'proration' AND entitled > credits"
+            )
+            .await,
+        2
+    );
+}
+
+async fn a_late_older_state_never_overwrites_a_newer_one(app: TestApp) {
+    let worker = worker(&app.store);
+    let subscription = "sub_1Qsta0001Plan";
+    // Past due (the failed renewal), then the older creation and upgrade arrive late.
+    for name in [
+        "customer.subscription.updated.past_due",
+        "customer.subscription.created",
+        "customer.subscription.updated.upgrade",
+    ] {
+        deliver(&app, &billing(name, "sta")).await;
+    }
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, subscription, "status").await,
+        "past_due"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "plan").await,
+        "thesis-pro"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "current_period_end").await,
+        THIRD_PERIOD_END.to_string()
+    );
+    // Canceled, then the older "active again" arrives: it stays canceled.
+    for name in [
+        "customer.subscription.deleted",
+        "customer.subscription.updated.active_again",
+    ] {
+        deliver(&app, &billing(name, "sta")).await;
+    }
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, subscription, "status").await,
+        "canceled"
+    );
+    // Every status event is its own action: none was taken for a twin.
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
+            .await,
+        5
+    );
+}
+
+async fn a_refund_of_a_paid_invoice_revokes_from_its_grant(app: TestApp) {
+    let worker = worker(&app.store);
+    // The invoice as Stripe includes its payments (`expand[]=payments`).
+    let mut paid: serde_json::Value =
+        serde_json::from_slice(&billing("invoice.paid.subscription_create", "ref")).unwrap();
+    paid["data"]["object"]["payments"] = serde_json::json!({
+        "object": "list",
+        "data": [{ "object": "invoice_payment", "status": "paid",
+                   "payment": { "type": "payment_intent", "payment_intent": "pi_1Qref0001" } }],
+    });
+    deliver(&app, &serde_json::to_vec(&paid).unwrap()).await;
+    drain(&worker).await;
+    assert_eq!(credits(&app, "abo-ref@example.ch").await, 40);
+    // Half the invoice refunded: half its credits revoked, as for any order.
+    let refund = serde_json::json!({
+        "id": "evt_1Qref0000Refund",
+        "object": "event",
+        "type": "charge.refunded",
+        "created": 1_764_500_000,
+        "livemode": false,
+        "data": { "object": {
+            "id": "ch_1Qref0001",
+            "object": "charge",
+            "amount": 3900,
+            "amount_refunded": 1950,
+            "payment_intent": "pi_1Qref0001",
+        }},
+    });
+    deliver(&app, &serde_json::to_vec(&refund).unwrap()).await;
+    drain(&worker).await;
+    assert_eq!(credits(&app, "abo-ref@example.ch").await, 20);
+}
+
+async fn an_invoice_without_an_email_is_the_customer_its_session_named(app: TestApp) {
+    let worker = worker(&app.store);
+    deliver(&app, &subscription_session("eml")).await;
+    let mut paid: serde_json::Value =
+        serde_json::from_slice(&billing("invoice.paid.subscription_create", "eml")).unwrap();
+    paid["data"]["object"]["customer_email"] = serde_json::Value::Null;
+    deliver(&app, &serde_json::to_vec(&paid).unwrap()).await;
+    drain(&worker).await;
+    assert_eq!(credits(&app, "abo-eml@example.ch").await, 40);
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM credit_lots \
+                 WHERE lot_id = 'order:in_1Qeml0001Invoice' AND customer_email = 'abo-eml@example.ch'"
+            )
+            .await,
+        1
+    );
+}
+
+async fn without_plans_billing_events_are_recorded_and_grant_nothing(app: TestApp) {
+    // A shop that sells no plan (its endpoint takes every type, or an upgrade adopts what an
+    // earlier version ignored): processed, no subscription, no order, no error.
+    let worker = Worker::new(app.store.clone(), "no-plans", WorkerConfig::default());
+    for name in [
+        "customer.subscription.created",
+        "invoice.paid.subscription_create",
+        "invoice.payment_failed.subscription_cycle",
+    ] {
+        deliver(&app, &billing(name, "nop")).await;
+    }
+    drain(&worker).await;
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
+            .await,
+        3
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM subscriptions").await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM orders").await, 0);
+}
+
+async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
+    let resetting = Worker::new(
+        app.store.clone(),
+        "reset-worker",
+        WorkerConfig {
+            plans: "thesis-monthly=40:3900:chf:month:reset".parse().unwrap(),
+            ..WorkerConfig::default()
+        },
+    );
+    deliver(&app, &billing("invoice.paid.subscription_create", "rst")).await;
+    drain(&resetting).await;
+    assert_eq!(
+        app.db
+            .texts(
+                "SELECT CAST(expires_at AS TEXT) FROM credit_lots \
+                 WHERE lot_id = 'order:in_1Qrst0001Invoice'"
+            )
+            .await,
+        vec![(FIRST_PERIOD_END * 1000).to_string()]
+    );
+    // A plan that carries its credits over writes a lot that never lapses.
+    let carried = worker(&app.store);
+    deliver(&app, &billing("invoice.paid.subscription_cycle", "rst")).await;
+    drain(&carried).await;
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM credit_lots \
+                 WHERE lot_id = 'order:in_1Qrst0002Invoice' AND expires_at IS NULL"
+            )
+            .await,
+        1
+    );
+}
