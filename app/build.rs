@@ -21,6 +21,7 @@ const AREAS: &[&str] = &[
     "timeline",
     "refund",
     "customers",
+    "subscriptions",
     "requests",
     "search",
     "audit",

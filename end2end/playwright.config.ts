@@ -79,6 +79,7 @@ export default defineConfig({
         CLAIMCHECK_CHECKOUT_SUCCESS_URL: "https://shop.example/thanks",
         CLAIMCHECK_CHECKOUT_CANCEL_URL: "https://shop.example/cart",
         CLAIMCHECK_PACKAGES: "thesis-40=40:4900:chf",
+        CLAIMCHECK_PLANS: "thesis-monthly=40:3900:chf:month,thesis-pro=100:8900:chf:month",
         // Claims wait for the seed (or a support operator) to work them.
         CLAIMCHECK_WORKERS: "0",
         // Alerts are checked every second, so a spec sees one open without waiting 30 s.

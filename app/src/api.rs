@@ -35,6 +35,7 @@ mod requests;
 mod search;
 #[cfg(feature = "ssr")]
 mod server;
+mod subscriptions;
 mod timeline;
 mod two_factor;
 
@@ -52,5 +53,6 @@ pub use reconcile::*;
 pub use refund::*;
 pub use requests::*;
 pub use search::*;
+pub use subscriptions::*;
 pub use timeline::*;
 pub use two_factor::*;

@@ -30,7 +30,7 @@ use crate::pages::{
     AlertBadge, AlertsPage, AuditPage, BulkBatchPage, BulkRedrivePage, ClaimsPage, CustomerPage,
     EventPage, EventsPage, LoginPage, NotFound, OperatorsPage, OrderPage, OrdersPage, OverviewPage,
     PreferencesPage, ReconcilePage, RedrivePage, RefundPage, RequestsPage, SearchPage,
-    TwoFactorLoginPage, TwoFactorPage,
+    SubscriptionPage, SubscriptionsPage, TwoFactorLoginPage, TwoFactorPage,
 };
 
 /// The document around the app, rendered on the server only. The bundle's files are named
@@ -127,6 +127,8 @@ fn Frame() -> impl IntoView {
                     <Route path=path!("/orders") view=OrdersPage ssr=SsrMode::Async/>
                     <Route path=path!("/orders/:id") view=OrderPage ssr=SsrMode::Async/>
                     <Route path=path!("/orders/:id/refund") view=RefundPage ssr=SsrMode::Async/>
+                    <Route path=path!("/subscriptions") view=SubscriptionsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/subscriptions/:id") view=SubscriptionPage ssr=SsrMode::Async/>
                     <Route path=path!("/requests") view=RequestsPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
                     <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async/>
@@ -184,6 +186,7 @@ fn TopBar() -> impl IntoView {
                         <A href="/claims">{t!(i18n, common.nav_claims)}</A>
                         <A href="/events">{t!(i18n, common.nav_events)}</A>
                         <A href="/orders">{t!(i18n, common.nav_orders)}</A>
+                        <A href="/subscriptions">{t!(i18n, common.nav_subscriptions)}</A>
                         <A href="/requests">{t!(i18n, common.nav_requests)}</A>
                         <A href="/audit">{t!(i18n, common.nav_audit)}</A>
                         <AlertBadge/>

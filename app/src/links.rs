@@ -65,6 +65,11 @@ pub fn customer(who: &str) -> String {
     format!("/customers/{}", encode(who))
 }
 
+/// A subscription's page, by its Stripe id.
+pub fn subscription(subscription_id: &str) -> String {
+    format!("/subscriptions/{}", encode(subscription_id))
+}
+
 /// The grouped results of a search.
 pub fn search(term: &str) -> String {
     format!("/search?q={}", encode(term))

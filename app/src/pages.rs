@@ -16,6 +16,7 @@ mod reconcile;
 mod refund;
 mod requests;
 mod search;
+mod subscriptions;
 mod timeline;
 mod two_factor;
 
@@ -35,4 +36,5 @@ pub use reconcile::ReconcilePage;
 pub use refund::RefundPage;
 pub use requests::RequestsPage;
 pub use search::SearchPage;
+pub use subscriptions::{SubscriptionPage, SubscriptionsPage};
 pub use two_factor::{TwoFactorLoginPage, TwoFactorPage};

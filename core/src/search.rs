@@ -1,13 +1,13 @@
 //! The one search box: whatever id support staff paste (an order id, an e-mail, an event
 //! id, a Checkout Session, PaymentIntent, charge, refund or dispute id, a customer id, a
-//! spend or hold id, a spend's reference or Idempotency-Key) is
-//! looked up everywhere it can stand, and either names one thing to open or is shown
+//! spend or hold id, a spend's reference or Idempotency-Key, a subscription's id or
+//! reference) is looked up everywhere it can stand, and either names one thing to open or is shown
 //! grouped by kind. What was found, not where the dashboard shows it: the app makes links.
 
 use crate::error::StoreError;
 use crate::fulfilment::order_ref;
 use crate::ids::{EventId, OrderId};
-use crate::store::{ClaimView, CustomerView, LoggedDelivery, OrderView, Store};
+use crate::store::{ClaimView, CustomerView, LoggedDelivery, OrderView, Store, SubscriptionView};
 use crate::webhook::terms::normalise_query;
 
 /// Hits of one kind shown at most.
@@ -28,6 +28,8 @@ pub struct SearchResults {
     /// Deliveries recorded without a claim (a type this version ignores, a refused
     /// delivery) whose event id or type is the term.
     pub deliveries: Vec<LoggedDelivery>,
+    /// The subscription whose Stripe id (`sub_…`) or shop reference is the term.
+    pub subscription: Option<SubscriptionView>,
 }
 
 /// The one thing a search names, when it names one.
@@ -36,6 +38,7 @@ pub enum Found {
     Customer(String),
     Order(String),
     Event(String),
+    Subscription(String),
 }
 
 impl SearchResults {
@@ -44,13 +47,17 @@ impl SearchResults {
             && self.orders.is_empty()
             && self.events.is_empty()
             && self.deliveries.is_empty()
+            && self.subscription.is_none()
     }
 
-    /// The one match to open straight away: the event whose id was typed, the customer whose
-    /// e-mail or id was typed, the one order everything found belongs to, or the one event.
+    /// The one match to open straight away: the event whose id was typed, the subscription
+    /// whose id or reference was typed, the customer whose e-mail or id was typed, the one order everything found belongs to, or the one event.
     pub fn only(&self) -> Option<Found> {
         if let Some(event) = self.events.iter().find(|e| e.event_id == self.term) {
             return Some(Found::Event(event.event_id.clone()));
+        }
+        if let Some(subscription) = &self.subscription {
+            return Some(Found::Subscription(subscription.subscription_id.clone()));
         }
         if let Some(customer) = &self.customer {
             return Some(Found::Customer(customer.customer.clone()));
@@ -76,6 +83,7 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
         orders: Vec::new(),
         events: Vec::new(),
         deliveries: Vec::new(),
+        subscription: None,
     };
     // Nothing is stored with an invisible character in it (see `Term::new`).
     if term.is_empty() || crate::text::has_hidden_characters(term, true) {
@@ -94,6 +102,7 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
     {
         results.customer = Some(customer(store, &email, now).await?);
     }
+    results.subscription = store.subscriptions().get(term).await?;
     results.orders = store.orders().find(term, SHOWN_PER_KIND).await?;
     results.events = store.claims().find(term, now, SHOWN_PER_KIND).await?;
     results.deliveries = store
@@ -222,6 +231,7 @@ mod tests {
             orders,
             events,
             deliveries: Vec::new(),
+            subscription: None,
         }
     }
 

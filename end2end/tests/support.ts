@@ -36,7 +36,15 @@ export async function signIn(page: Page, username: string, path = "/") {
   await expect(page.getByTestId("signed-in-as")).toContainText(username);
 }
 
-const cliEnv = () => ({ ...process.env, DATABASE_URL: process.env.E2E_DATABASE_URL!, RUST_LOG: "warn" });
+/** The plans the e2e shop sells, for the server and for `claims redrive` alike. */
+export const PLANS = "thesis-monthly=40:3900:chf:month,thesis-pro=100:8900:chf:month";
+
+const cliEnv = () => ({
+  ...process.env,
+  DATABASE_URL: process.env.E2E_DATABASE_URL!,
+  CLAIMCHECK_PLANS: PLANS,
+  RUST_LOG: "warn",
+});
 
 /** Runs `claimcheck ARGS` against the test database and returns what it printed (its
  * stderr stays out of the report: some runs fail on purpose, and throw). */

@@ -53,6 +53,7 @@ async fn go(
                 Some(Found::Customer(who)) => links::customer(&who),
                 Some(Found::Order(order_id)) => links::order(&order_id),
                 Some(Found::Event(event_id)) => links::event(&event_id),
+                Some(Found::Subscription(id)) => links::subscription(&id),
                 None => links::search(term),
             };
             Redirect::to(&page).into_response()

@@ -20,7 +20,7 @@ on_both_backends!(
 );
 
 /// Every page of the dashboard (GET), with a path that exists.
-const PAGES: [&str; 17] = [
+const PAGES: [&str; 19] = [
     "/claims/redrive",
     "/claims/redrive?status=failed&preview=1",
     "/claims/redrive/bulk_nope",
@@ -38,6 +38,8 @@ const PAGES: [&str; 17] = [
     "/search?q=ord_pub_0001",
     "/requests",
     "/requests?status=succeeded",
+    "/subscriptions?status=past_due",
+    "/subscriptions/sub_1Qfix0001Plan",
 ];
 
 /// Every mutating action, with a valid form.
@@ -122,6 +124,8 @@ fn arguments(path: &str) -> Vec<(&'static str, &'static str)> {
             ("after", ""),
         ],
         "requests" => vec![("status", "indeterminate")],
+        "subscriptions" => vec![("status", ""), ("plan", ""), ("past_due", "false")],
+        "subscription" => vec![("id", "sub_1Qfix0001Plan")],
         _ => vec![],
     }
 }
@@ -136,13 +140,20 @@ fn server_functions() -> Vec<String> {
 }
 
 async fn seed(app: &TestApp) {
-    assert_eq!(
-        app.deliver(&fixture("checkout.session.completed.paid"))
-            .await
-            .status(),
-        200
+    for name in [
+        "checkout.session.completed.paid",
+        "billing/customer.subscription.created",
+    ] {
+        assert_eq!(app.deliver(&fixture(name)).await.status(), 200, "{name}");
+    }
+    let worker = Worker::new(
+        app.store.clone(),
+        "seed",
+        WorkerConfig {
+            plans: "thesis-monthly=40:3900:chf:month".parse().unwrap(),
+            ..WorkerConfig::default()
+        },
     );
-    let worker = Worker::new(app.store.clone(), "seed", WorkerConfig::default());
     while !worker.run_once().await.unwrap().is_empty() {}
 }
 

@@ -1,0 +1,148 @@
+//! Subscriptions: the list support filters (status, plan, unpaid), and one subscription with
+//! each period's grants and the invoices that paid them.
+
+use super::*;
+
+/// A subscription as its Billing events left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionRow {
+    pub subscription_id: String,
+    pub subscription_ref: Option<String>,
+    pub customer: Option<String>,
+    pub plan: Option<String>,
+    /// Stripe's status (`active`, `past_due`…); `None` before a status event came.
+    pub status: Option<String>,
+    pub period_end: Option<String>,
+    pub cancel_at_period_end: bool,
+    /// The invoice whose payment failed and is not paid yet, and since when.
+    pub unpaid_invoice: Option<String>,
+    pub unpaid_since: Option<String>,
+    pub credits_granted: i64,
+    pub updated_at: String,
+}
+
+/// What one paid invoice granted one period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRow {
+    pub period_start: String,
+    pub period_end: String,
+    /// `period` or `proration`.
+    pub step: String,
+    pub invoice_id: String,
+    pub plan: String,
+    pub from_plan: Option<String>,
+    pub entitled: i64,
+    pub credits: i64,
+    /// What refunds and disputes took back from the invoice (≤ 0).
+    pub revoked: i64,
+    pub granted_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionDetail {
+    pub subscription: SubscriptionRow,
+    pub grants: Vec<GrantRow>,
+}
+
+/// The statuses a subscription can have, for the list's filter.
+pub const SUBSCRIPTION_STATUSES: [&str; 8] = [
+    "active",
+    "past_due",
+    "unpaid",
+    "canceled",
+    "trialing",
+    "incomplete",
+    "incomplete_expired",
+    "paused",
+];
+
+/// Subscriptions shown at most.
+pub const SUBSCRIPTIONS_SHOWN: i64 = 200;
+
+#[cfg(feature = "ssr")]
+fn subscription_row(s: claimcheck_core::SubscriptionView) -> SubscriptionRow {
+    let seconds = |at: i64| server::time(at.saturating_mul(1000));
+    SubscriptionRow {
+        customer: s.customer_email.or(s.customer_id),
+        period_end: s.current_period_end.map(seconds),
+        cancel_at_period_end: s.cancel_at_period_end != 0,
+        unpaid_since: s.unpaid_since.map(seconds),
+        updated_at: server::time(s.updated_at),
+        subscription_id: s.subscription_id,
+        subscription_ref: s.subscription_ref,
+        plan: s.plan,
+        status: s.status,
+        unpaid_invoice: s.unpaid_invoice,
+        credits_granted: s.credits_granted,
+    }
+}
+
+/// Subscriptions in `status` and of `plan` (all when empty), only the unpaid ones with
+/// `past_due`; the most recently changed first.
+#[server(prefix = "/dashboard/fn", endpoint = "subscriptions")]
+pub async fn list_subscriptions(
+    status: String,
+    plan: String,
+    past_due: bool,
+) -> Result<Vec<SubscriptionRow>, ServerFnError> {
+    let (store, _) = server::require(Role::Viewer).await?;
+    let status = status.trim();
+    if !status.is_empty() && !SUBSCRIPTION_STATUSES.contains(&status) {
+        return Err(server::bad_input(td_string!(
+            server::locale(),
+            messages.not_a_subscription_status,
+            status
+        )));
+    }
+    let filter = claimcheck_core::SubscriptionFilter {
+        status: Some(status.to_owned()).filter(|s| !s.is_empty()),
+        plan: Some(plan.trim().to_owned()).filter(|p| !p.is_empty()),
+        past_due,
+        limit: SUBSCRIPTIONS_SHOWN,
+    };
+    let rows = store
+        .subscriptions()
+        .list(&filter)
+        .await
+        .map_err(server::unavailable)?;
+    Ok(rows.into_iter().map(subscription_row).collect())
+}
+
+/// One subscription by its Stripe id or the shop's reference, with its grants.
+#[server(prefix = "/dashboard/fn", endpoint = "subscription")]
+pub async fn get_subscription(id: String) -> Result<SubscriptionDetail, ServerFnError> {
+    let (store, _) = server::require(Role::Viewer).await?;
+    let id = id.trim();
+    let found = store
+        .subscriptions()
+        .get(id)
+        .await
+        .map_err(server::unavailable)?
+        .ok_or_else(|| {
+            server::not_found(td_string!(server::locale(), messages.no_subscription, id))
+        })?;
+    let grants = store
+        .subscriptions()
+        .grants(&found.subscription_id)
+        .await
+        .map_err(server::unavailable)?;
+    let seconds = |at: i64| server::time(at.saturating_mul(1000));
+    Ok(SubscriptionDetail {
+        subscription: subscription_row(found),
+        grants: grants
+            .into_iter()
+            .map(|g| GrantRow {
+                period_start: seconds(g.period_start),
+                period_end: seconds(g.period_end),
+                step: g.step,
+                invoice_id: g.invoice_id,
+                plan: g.plan,
+                from_plan: g.from_plan,
+                entitled: g.entitled,
+                credits: g.credits,
+                revoked: g.revoked,
+                granted_at: server::time(g.created_at),
+            })
+            .collect(),
+    })
+}

@@ -1,0 +1,277 @@
+//! Subscriptions: the list (by status, plan, unpaid renewals) and one subscription with the
+//! credits each period got from the invoices that paid it.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+use crate::api::{
+    GrantRow, SUBSCRIPTION_STATUSES, SubscriptionDetail, SubscriptionRow, get_subscription,
+    list_subscriptions,
+};
+use crate::components::Loaded;
+use crate::i18n::*;
+
+/// Stripe's status of a subscription in the reader's words; one Stripe adds later as Stripe
+/// wrote it.
+pub fn subscription_status_name(i18n: I18nContext<Locale>, status: Option<&str>) -> String {
+    match status {
+        Some("active") => t_string!(i18n, subscriptions.status_active).to_string(),
+        Some("past_due") => t_string!(i18n, subscriptions.status_past_due).to_string(),
+        Some("unpaid") => t_string!(i18n, subscriptions.status_unpaid).to_string(),
+        Some("canceled") => t_string!(i18n, subscriptions.status_canceled).to_string(),
+        Some("trialing") => t_string!(i18n, subscriptions.status_trialing).to_string(),
+        Some("incomplete") => t_string!(i18n, subscriptions.status_incomplete).to_string(),
+        Some("incomplete_expired") => {
+            t_string!(i18n, subscriptions.status_incomplete_expired).to_string()
+        }
+        Some("paused") => t_string!(i18n, subscriptions.status_paused).to_string(),
+        Some(other) => other.to_owned(),
+        None => t_string!(i18n, subscriptions.status_unknown).to_string(),
+    }
+}
+
+#[component]
+pub fn SubscriptionsPage() -> impl IntoView {
+    let i18n = use_i18n();
+    let query = use_query_map();
+    let field = move |name: &'static str| move || query.read().get(name).unwrap_or_default();
+    let list = Resource::new(
+        move || {
+            let q = query.read();
+            (
+                q.get("status").unwrap_or_default(),
+                q.get("plan").unwrap_or_default(),
+                q.get("past_due").is_some_and(|v| !v.is_empty()),
+            )
+        },
+        |(status, plan, past_due)| list_subscriptions(status, plan, past_due),
+    );
+    view! {
+        <Title text=t_string!(i18n, subscriptions.title).to_string()/>
+        <section class="page">
+            <h1>{t!(i18n, subscriptions.heading)}</h1>
+            <p class="muted">{t!(i18n, subscriptions.intro)}</p>
+            <form
+                method="get"
+                action="/subscriptions"
+                class="filters"
+                aria-label=move || t_string!(i18n, subscriptions.filters)
+            >
+                <label>
+                    {t!(i18n, subscriptions.status)}
+                    <select name="status">
+                        <option value="" selected=move || field("status")().is_empty()>
+                            {t!(i18n, subscriptions.any_status)}
+                        </option>
+                        {SUBSCRIPTION_STATUSES
+                            .map(|s| {
+                                let selected = move || field("status")() == s;
+                                view! {
+                                    <option value=s selected=selected>
+                                        {subscription_status_name(i18n, Some(s))}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>
+                    {t!(i18n, subscriptions.plan)}
+                    <input name="plan" value=field("plan") placeholder="thesis-monthly"/>
+                </label>
+                <label class="check">
+                    <input
+                        type="checkbox"
+                        name="past_due"
+                        value="1"
+                        checked=move || !field("past_due")().is_empty()
+                    />
+                    {t!(i18n, subscriptions.past_due)}
+                </label>
+                <button type="submit" class="button">{t!(i18n, subscriptions.apply)}</button>
+            </form>
+            <Loaded resource=list view=|rows| view! { <SubscriptionTable rows/> }/>
+        </section>
+    }
+}
+
+#[component]
+fn SubscriptionTable(rows: Vec<SubscriptionRow>) -> impl IntoView {
+    let i18n = use_i18n();
+    if rows.is_empty() {
+        return view! { <p class="empty" data-testid="no-subscriptions">{t!(i18n, subscriptions.none)}</p> }
+            .into_any();
+    }
+    let n = rows.len();
+    view! {
+        <p data-testid="subscription-count">{t_string!(i18n, subscriptions.count, n).to_string()}</p>
+        <div class="table-wrap">
+            <table aria-label=move || t_string!(i18n, subscriptions.heading) data-testid="subscriptions-list">
+                <thead>
+                    <tr>
+                        <th scope="col">{t!(i18n, subscriptions.col_subscription)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_ref)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_customer)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_plan)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_status)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_period_end)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_unpaid)}</th>
+                        <th scope="col" class="num">{t!(i18n, subscriptions.col_granted)}</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|s| {
+                            let href = crate::links::subscription(&s.subscription_id);
+                            let customer = s.customer.clone().map(|c| {
+                                let href = crate::links::customer(&c);
+                                view! { <a href=href>{c}</a> }
+                            });
+                            view! {
+                                <tr data-subscription=s.subscription_id.clone()>
+                                    <td class="mono"><a href=href>{s.subscription_id.clone()}</a></td>
+                                    <td class="mono">{s.subscription_ref.unwrap_or_default()}</td>
+                                    <td>{customer}</td>
+                                    <td>{s.plan.unwrap_or_default()}</td>
+                                    <td data-status=s.status.clone().unwrap_or_default()>
+                                        {subscription_status_name(i18n, s.status.as_deref())}
+                                    </td>
+                                    <td>{s.period_end.unwrap_or_default()}</td>
+                                    <td class="mono">{s.unpaid_invoice.unwrap_or_default()}</td>
+                                    <td class="num">{s.credits_granted}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn SubscriptionPage() -> impl IntoView {
+    let i18n = use_i18n();
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let detail = Resource::new(id, get_subscription);
+    let title = t_string!(
+        i18n,
+        subscriptions.detail_title,
+        id = params.read_untracked().get("id").unwrap_or_default()
+    )
+    .to_string();
+    view! {
+        <Title text=title/>
+        <section class="page">
+            <p><a href="/subscriptions">{t!(i18n, subscriptions.back)}</a></p>
+            <Loaded resource=detail view=|detail| view! { <SubscriptionView detail/> }/>
+        </section>
+    }
+}
+
+#[component]
+fn SubscriptionView(detail: SubscriptionDetail) -> impl IntoView {
+    let i18n = use_i18n();
+    let s = detail.subscription;
+    let status = subscription_status_name(i18n, s.status.as_deref());
+    let cancels = s
+        .cancel_at_period_end
+        .then(|| view! { " · " {t!(i18n, subscriptions.cancels)} });
+    let unpaid = match (s.unpaid_invoice.clone(), s.unpaid_since.clone()) {
+        (Some(invoice), since) => {
+            let since = since.unwrap_or_default();
+            t_string!(i18n, subscriptions.unpaid_since, invoice, since).to_string()
+        }
+        (None, _) => t_string!(i18n, subscriptions.paid_up).to_string(),
+    };
+    let customer = s.customer.clone().map(|c| {
+        let href = crate::links::customer(&c);
+        view! { <a href=href>{c}</a> }
+    });
+    view! {
+        <h1 class="mono">{s.subscription_id.clone()}</h1>
+        <dl class="facts" data-testid="subscription-facts">
+            <dt>{t!(i18n, subscriptions.col_ref)}</dt>
+            <dd class="mono">{s.subscription_ref.clone().unwrap_or_else(|| "-".into())}</dd>
+            <dt>{t!(i18n, subscriptions.col_customer)}</dt>
+            <dd>{customer}</dd>
+            <dt>{t!(i18n, subscriptions.col_plan)}</dt>
+            <dd>{s.plan.clone().unwrap_or_else(|| "-".into())}</dd>
+            <dt>{t!(i18n, subscriptions.col_status)}</dt>
+            <dd data-testid="subscription-status">{status}{cancels}</dd>
+            <dt>{t!(i18n, subscriptions.col_period_end)}</dt>
+            <dd>{s.period_end.clone().unwrap_or_else(|| "-".into())}</dd>
+            <dt>{t!(i18n, subscriptions.col_unpaid)}</dt>
+            <dd data-testid="subscription-unpaid">{unpaid}</dd>
+            <dt>{t!(i18n, subscriptions.col_granted)}</dt>
+            <dd data-testid="subscription-granted">{s.credits_granted}</dd>
+            <dt>{t!(i18n, subscriptions.updated)}</dt>
+            <dd>{s.updated_at.clone()}</dd>
+        </dl>
+        <h2>{t!(i18n, subscriptions.grants)}</h2>
+        <p class="muted">{t!(i18n, subscriptions.grants_intro)}</p>
+        <GrantTable grants=detail.grants/>
+    }
+}
+
+#[component]
+fn GrantTable(grants: Vec<GrantRow>) -> impl IntoView {
+    let i18n = use_i18n();
+    if grants.is_empty() {
+        return view! { <p class="empty">{t!(i18n, subscriptions.no_grants)}</p> }.into_any();
+    }
+    view! {
+        <div class="table-wrap">
+            <table aria-label=move || t_string!(i18n, subscriptions.grants) data-testid="subscription-grants">
+                <thead>
+                    <tr>
+                        <th scope="col">{t!(i18n, subscriptions.col_from)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_to)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_step)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_plan)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_invoice)}</th>
+                        <th scope="col" class="num">{t!(i18n, subscriptions.col_entitled)}</th>
+                        <th scope="col" class="num">{t!(i18n, subscriptions.col_credits)}</th>
+                        <th scope="col" class="num">{t!(i18n, subscriptions.col_revoked)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_granted_at)}</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {grants
+                        .into_iter()
+                        .map(|g| {
+                            let step = match g.step.as_str() {
+                                "proration" => t_string!(i18n, subscriptions.step_proration).to_string(),
+                                _ => t_string!(i18n, subscriptions.step_period).to_string(),
+                            };
+                            let plan = match &g.from_plan {
+                                Some(from) => format!("{from} → {}", g.plan),
+                                None => g.plan.clone(),
+                            };
+                            let href = crate::links::order(&g.invoice_id);
+                            let invoice = g.invoice_id.clone();
+                            view! {
+                                <tr data-invoice=invoice data-step=g.step.clone()>
+                                    <td>{g.period_start}</td>
+                                    <td>{g.period_end}</td>
+                                    <td>{step}</td>
+                                    <td>{plan}</td>
+                                    <td class="mono"><a href=href>{g.invoice_id}</a></td>
+                                    <td class="num">{g.entitled}</td>
+                                    <td class="num">{g.credits}</td>
+                                    <td class="num">{g.revoked}</td>
+                                    <td>{g.granted_at}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}

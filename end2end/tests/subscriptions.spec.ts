@@ -1,0 +1,56 @@
+// Subscriptions as support meets them: the list filtered to unpaid renewals, a subscription's
+// page with each period's grants and the failed renewal, its invoice as an order.
+import { test, expect } from "@playwright/test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { USERS, cli, deliver, signIn } from "./support";
+
+const billing = join(__dirname, "..", "..", "fixtures", "stripe", "events", "billing");
+
+test("support finds an unpaid renewal and reads what each period was granted", async ({ page }) => {
+  // Created, paid, renewed, then the next renewal's card fails: Stripe's events, in an order
+  // of their own (the renewal before the creation), fulfilled by support's re-drive.
+  for (const [name, event] of [
+    ["invoice.paid.subscription_cycle", "evt_1Qfix0006Billing"],
+    ["customer.subscription.created", "evt_1Qfix0001Billing"],
+    ["invoice.paid.subscription_create", "evt_1Qfix0003Billing"],
+    ["invoice.payment_failed.subscription_cycle", "evt_1Qfix0009Billing"],
+  ]) {
+    await deliver(page.request, readFileSync(join(billing, `${name}.json`), "utf8"));
+    cli(["claims", "redrive", event, "--reason", "subscriptions walk"]);
+  }
+
+  await signIn(page, USERS.support, "/subscriptions");
+  await page.getByLabel("Only unpaid renewals").check();
+  await page.getByRole("button", { name: "Show" }).click();
+  await expect(page).toHaveURL(/past_due=1/);
+  const row = page.getByTestId("subscriptions-list").locator('tr[data-subscription="sub_1Qfix0001Plan"]');
+  await expect(row).toContainText("in_1Qfix0004Invoice");
+  await expect(row).toContainText("abo1@example.ch");
+  await expect(row.locator("td.num")).toHaveText("80");
+
+  await row.getByRole("link", { name: "sub_1Qfix0001Plan" }).click();
+  await expect(page).toHaveURL(/\/subscriptions\/sub_1Qfix0001Plan$/);
+  await expect(page.getByTestId("subscription-status")).toHaveText("active");
+  await expect(page.getByTestId("subscription-unpaid")).toContainText("in_1Qfix0004Invoice since");
+  await expect(page.getByTestId("subscription-granted")).toHaveText("80");
+  const grants = page.getByTestId("subscription-grants").locator("tbody tr");
+  await expect(grants).toHaveCount(2);
+  await expect(grants.first()).toHaveAttribute("data-invoice", "in_1Qfix0002Invoice");
+
+  // The renewal's invoice is an order like any other.
+  await grants.first().getByRole("link", { name: "in_1Qfix0002Invoice" }).click();
+  await expect(page).toHaveURL(/\/orders\/in_1Qfix0002Invoice$/);
+  await expect(page.getByTestId("credits-granted")).toHaveText("40 of 40");
+
+  // The header search finds it by the shop's reference.
+  const box = page.getByRole("searchbox", { name: "Search orders, customers and events" });
+  await box.fill("subref_0001");
+  await box.press("Enter");
+  await expect(page).toHaveURL(/\/subscriptions\/sub_1Qfix0001Plan$/);
+
+  // An unknown subscription is a page that says so, with 404.
+  const missing = await page.goto("/subscriptions/sub_nope");
+  expect(missing?.status()).toBe(404);
+  await expect(page.getByText("No subscription sub_nope.")).toBeVisible();
+});
