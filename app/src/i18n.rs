@@ -300,6 +300,9 @@ pub mod names {
             AlertCondition::NewerVersionWaiting => {
                 td_string!(locale, alerts.condition_newer_version_waiting)
             }
+            AlertCondition::PastDueSubscriptions => {
+                td_string!(locale, alerts.condition_past_due_subscriptions)
+            }
         }
         .to_string()
     }

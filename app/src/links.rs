@@ -100,6 +100,10 @@ pub fn alert(condition: AlertCondition, detail: Option<&AlertDetail>) -> String 
         Some(AlertDetail::NewerVersionWaiting {
             event_id: Some(id), ..
         }) => return event(id),
+        Some(AlertDetail::PastDueSubscriptions {
+            subscription: Some(id),
+            ..
+        }) => return subscription(id),
         _ => {}
     }
     match condition {
@@ -112,6 +116,7 @@ pub fn alert(condition: AlertCondition, detail: Option<&AlertDetail>) -> String 
         | AlertCondition::ExpiredHolds
         | AlertCondition::CreditsOwed => "/",
         AlertCondition::NewerVersionWaiting => "/claims?status=pending",
+        AlertCondition::PastDueSubscriptions => "/subscriptions?past_due=true",
         AlertCondition::IndeterminateRequests => "/requests?status=indeterminate",
     }
     .to_owned()
@@ -142,6 +147,24 @@ mod tests {
         assert_eq!(
             alert(AlertCondition::FailedClaims, None),
             "/claims?status=failed"
+        );
+    }
+
+    #[test]
+    fn an_unpaid_renewal_alert_links_to_its_subscription() {
+        let past_due = AlertDetail::PastDueSubscriptions {
+            count: 2,
+            after_secs: 3 * 86_400,
+            subscription: Some("sub_1Pq".into()),
+            customer: None,
+        };
+        assert_eq!(
+            alert(AlertCondition::PastDueSubscriptions, Some(&past_due)),
+            "/subscriptions/sub_1Pq"
+        );
+        assert_eq!(
+            alert(AlertCondition::PastDueSubscriptions, None),
+            "/subscriptions?past_due=true"
         );
     }
 

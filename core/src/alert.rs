@@ -43,10 +43,13 @@ pub enum AlertCondition {
     /// Claims of a type this version does not fulfil waited too long: the newer version that
     /// claimed them is not running (rolled back, or stopped).
     NewerVersionWaiting,
+    /// A subscription's renewal failed and is still unpaid: its period grants nothing until
+    /// the customer pays (Stripe retries; the shop may have to ask for another card).
+    PastDueSubscriptions,
 }
 
 impl AlertCondition {
-    pub const ALL: [AlertCondition; 10] = [
+    pub const ALL: [AlertCondition; 11] = [
         AlertCondition::FailedClaims,
         AlertCondition::StaleClaims,
         AlertCondition::DeliveriesStopped,
@@ -57,6 +60,7 @@ impl AlertCondition {
         AlertCondition::ExpiredHolds,
         AlertCondition::CreditsOwed,
         AlertCondition::NewerVersionWaiting,
+        AlertCondition::PastDueSubscriptions,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +75,7 @@ impl AlertCondition {
             AlertCondition::ExpiredHolds => "expired_holds",
             AlertCondition::CreditsOwed => "credits_owed",
             AlertCondition::NewerVersionWaiting => "newer_version_waiting",
+            AlertCondition::PastDueSubscriptions => "past_due_subscriptions",
         }
     }
 }
@@ -157,6 +162,14 @@ pub enum AlertDetail {
         event_id: Option<String>,
         event_type: Option<String>,
     },
+    /// Subscriptions whose failed renewal has stayed unpaid longer than the threshold; the
+    /// oldest of them and its customer.
+    PastDueSubscriptions {
+        count: i64,
+        after_secs: u64,
+        subscription: Option<String>,
+        customer: Option<String>,
+    },
 }
 
 impl AlertDetail {
@@ -175,6 +188,7 @@ impl AlertDetail {
             AlertDetail::ExpiredHolds { .. } => AlertCondition::ExpiredHolds,
             AlertDetail::CreditsOwed { .. } => AlertCondition::CreditsOwed,
             AlertDetail::NewerVersionWaiting { .. } => AlertCondition::NewerVersionWaiting,
+            AlertDetail::PastDueSubscriptions { .. } => AlertCondition::PastDueSubscriptions,
         }
     }
 }

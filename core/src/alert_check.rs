@@ -44,6 +44,8 @@ pub struct AlertThresholds {
     pub credits_owed: u64,
     /// A claim of a type this version does not fulfil waited longer than this.
     pub newer_version_after: Option<Duration>,
+    /// A subscription's failed renewal left unpaid longer than this.
+    pub past_due_after: Option<Duration>,
 }
 
 impl Default for AlertThresholds {
@@ -60,6 +62,7 @@ impl Default for AlertThresholds {
             expired_holds_window: Duration::from_secs(3600),
             credits_owed: 1,
             newer_version_after: Some(Duration::from_secs(10 * 60)),
+            past_due_after: Some(Duration::from_secs(3 * 86_400)),
         }
     }
 }
@@ -126,6 +129,12 @@ pub struct Observations {
     pub newer_version_claims: Tally,
     /// The type of the oldest of them.
     pub newer_version_type: Option<String>,
+    /// Subscriptions (not canceled) whose failed renewal has been unpaid longer than
+    /// `past_due_after`; `oldest` is the first failure (unix ms), the samples are
+    /// subscription ids, the oldest first.
+    pub past_due_subscriptions: Tally,
+    /// The customer of the oldest of them.
+    pub past_due_customer: Option<String>,
 }
 
 /// A condition that holds, with what it is about.
@@ -284,6 +293,20 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             samples: holds.samples.clone(),
         });
     }
+    if thresholds.credits_owed > 0 && obs.owing_customers.count > 0 {
+        let owing = &obs.owing_customers;
+        found.push(Finding {
+            condition: AlertCondition::CreditsOwed,
+            count: owing.count,
+            since: owing.oldest,
+            detail: AlertDetail::CreditsOwed {
+                customers: owing.count,
+                credits: obs.credits_owed,
+                customer: owing.samples.first().cloned(),
+            },
+            samples: owing.samples.clone(),
+        });
+    }
     if let Some(after) = thresholds.newer_version_after
         && obs.newer_version_claims.count > 0
     {
@@ -301,18 +324,21 @@ pub fn evaluate(obs: &Observations, thresholds: &AlertThresholds) -> Vec<Finding
             samples: waiting.samples.clone(),
         });
     }
-    if thresholds.credits_owed > 0 && obs.owing_customers.count > 0 {
-        let owing = &obs.owing_customers;
+    if let Some(after) = thresholds.past_due_after
+        && obs.past_due_subscriptions.count > 0
+    {
+        let past_due = &obs.past_due_subscriptions;
         found.push(Finding {
-            condition: AlertCondition::CreditsOwed,
-            count: owing.count,
-            since: owing.oldest,
-            detail: AlertDetail::CreditsOwed {
-                customers: owing.count,
-                credits: obs.credits_owed,
-                customer: owing.samples.first().cloned(),
+            condition: AlertCondition::PastDueSubscriptions,
+            count: past_due.count,
+            since: past_due.oldest,
+            detail: AlertDetail::PastDueSubscriptions {
+                count: past_due.count,
+                after_secs: after.as_secs(),
+                subscription: past_due.samples.first().cloned(),
+                customer: obs.past_due_customer.clone(),
             },
-            samples: owing.samples.clone(),
+            samples: past_due.samples.clone(),
         });
     }
     found
@@ -691,6 +717,61 @@ mod tests {
             ..AlertThresholds::default()
         };
         assert!(evaluate(&obs, &off).is_empty());
+    }
+
+    #[test]
+    fn a_renewal_unpaid_past_the_threshold_holds_and_names_the_oldest() {
+        let obs = Observations {
+            past_due_subscriptions: Tally {
+                count: 2,
+                oldest: Some(NOW - 4 * 24 * 60 * MIN),
+                samples: vec!["sub_old".into(), "sub_new".into()],
+            },
+            past_due_customer: Some("ada@example.ch".into()),
+            ..quiet()
+        };
+        let found = evaluate(&obs, &AlertThresholds::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].since, Some(NOW - 4 * 24 * 60 * MIN));
+        assert_eq!(
+            found[0].detail,
+            AlertDetail::PastDueSubscriptions {
+                count: 2,
+                after_secs: 3 * 86_400,
+                subscription: Some("sub_old".into()),
+                customer: Some("ada@example.ch".into()),
+            }
+        );
+        let off = AlertThresholds {
+            past_due_after: None,
+            ..AlertThresholds::default()
+        };
+        assert!(evaluate(&obs, &off).is_empty());
+    }
+
+    #[test]
+    fn conditions_come_in_their_listed_order() {
+        let everything = Observations {
+            failed_claims: tally(1, NOW - MIN),
+            stale_claims: tally(1, NOW - 20 * MIN),
+            orders_since_delivery: tally(1, NOW - 7 * 60 * MIN),
+            signature_failures: tally(1, NOW - 20 * MIN),
+            indeterminate_requests: tally(1, NOW - 10 * MIN),
+            storage_full: Some((NOW - MIN, NOW - MIN, true)),
+            expired_holds: tally(10, NOW - MIN),
+            owing_customers: tally(1, NOW - MIN),
+            credits_owed: 3,
+            newer_version_claims: tally(1, NOW - 20 * MIN),
+            past_due_subscriptions: tally(1, NOW - 4 * 24 * 60 * MIN),
+            ..quiet()
+        };
+        let found = conditions(&everything);
+        let listed: Vec<AlertCondition> = AlertCondition::ALL
+            .into_iter()
+            .filter(|c| found.contains(c))
+            .collect();
+        assert_eq!(found, listed);
+        assert_eq!(found.len(), AlertCondition::ALL.len() - 1, "{found:?}");
     }
 
     #[test]

@@ -144,6 +144,21 @@ impl AlertWording for AlertWords {
                     n => td_string!(locale, notify.newer_version_many, n, event_type, after),
                 }
             }
+            AlertDetail::PastDueSubscriptions {
+                count,
+                after_secs,
+                subscription,
+                customer,
+            } => {
+                let after = self.span(*after_secs);
+                match (count, subscription) {
+                    (1, Some(subscription)) => {
+                        let customer = customer.clone().unwrap_or_else(|| "—".into());
+                        td_string!(locale, notify.past_due_one, subscription, customer, after)
+                    }
+                    (n, _) => td_string!(locale, notify.past_due_many, n, after),
+                }
+            }
             AlertDetail::ReconcileRecovered {
                 at, actor, claimed, ..
             } => match claimed {

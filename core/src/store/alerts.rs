@@ -415,6 +415,39 @@ impl Alerts<'_> {
                 };
             }
         }
+        if let Some(after) = thresholds.past_due_after {
+            // Stripe's seconds: failed at or before $1, and not canceled since (a canceled
+            // subscription's unpaid invoice is Stripe's to write off, nothing to chase).
+            const PAST_DUE: &str = "FROM subscriptions WHERE unpaid_since IS NOT NULL \
+                                    AND unpaid_since <= $1 \
+                                    AND (status IS NULL OR status <> 'canceled')";
+            let before = (now - ms(after)).div_euclid(1000);
+            let (count, oldest): (i64, Option<i64>) = self
+                .pool
+                .on()
+                .one(sql(format!("SELECT COUNT(*), MIN(unpaid_since) {PAST_DUE}")).bind(before))
+                .await?;
+            if count > 0 {
+                let first: Vec<(String, Option<String>)> = self
+                    .pool
+                    .on()
+                    .all(
+                        sql(format!(
+                            "SELECT subscription_id, customer_email {PAST_DUE} \
+                             ORDER BY unpaid_since, subscription_id LIMIT $2"
+                        ))
+                        .bind(before)
+                        .bind(SAMPLES),
+                    )
+                    .await?;
+                obs.past_due_customer = first.first().and_then(|(_, email)| email.clone());
+                obs.past_due_subscriptions = Tally {
+                    count,
+                    oldest: oldest.map(|at| at.saturating_mul(1000)),
+                    samples: first.into_iter().map(|(id, _)| id).collect(),
+                };
+            }
+        }
         // Any delivery recorded passed the signature check: Stripe reaches us with the
         // right secret, whatever became of the event.
         obs.last_delivery_at = self

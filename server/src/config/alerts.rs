@@ -283,6 +283,15 @@ pub struct AlertArgs {
         default_value_t = Span::or_zero(AlertThresholds::default().newer_version_after)
     )]
     pub newer_version_after: Span,
+    /// Alert when a subscription's failed renewal has stayed unpaid longer than this (`0`:
+    /// never).
+    #[arg(
+        long = "alert-past-due-after",
+        env = "CLAIMCHECK_ALERT_PAST_DUE_AFTER",
+        value_name = "CLAIMCHECK_ALERT_PAST_DUE_AFTER",
+        default_value_t = Span::or_zero(AlertThresholds::default().past_due_after)
+    )]
+    pub past_due_after: Span,
     #[command(flatten)]
     pub channels: AlertChannelArgs,
 }
@@ -303,6 +312,7 @@ impl AlertArgs {
                 expired_holds_window: self.expired_holds_window.0,
                 credits_owed: self.credits_owed,
                 newer_version_after: self.newer_version_after.off_when_zero(),
+                past_due_after: self.past_due_after.off_when_zero(),
             },
             repeat: self.repeat.off_when_zero(),
             channels: self.channels.channels()?,

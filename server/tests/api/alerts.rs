@@ -405,6 +405,23 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
                      FALSE, {now}, '{{}}', 'webhook', TRUE)"
         ))
         .await;
+    // Renewals that failed (Stripe's seconds): four days ago, one day ago, and five days ago
+    // on a subscription canceled since; one paid.
+    let day = 86_400;
+    let secs = now / 1000;
+    app.db
+        .execute(&format!(
+            "INSERT INTO subscriptions (subscription_id, customer_email, status, unpaid_invoice, \
+                                        unpaid_since, created_at, updated_at) \
+             VALUES ('sub_late', 'pia@example.ch', 'past_due', 'in_late', {late}, {now}, {now}), \
+                    ('sub_recent', 'rea@example.ch', 'past_due', 'in_recent', {recent}, {now}, {now}), \
+                    ('sub_gone', 'gil@example.ch', 'canceled', 'in_gone', {gone}, {now}, {now}), \
+                    ('sub_paid', 'pam@example.ch', 'active', NULL, NULL, {now}, {now})",
+            late = secs - 4 * day,
+            recent = secs - day,
+            gone = secs - 5 * day,
+        ))
+        .await;
     let thresholds = AlertThresholds::default();
     let observed = app.store.alerts().observe(&thresholds, at).await.unwrap();
     assert_eq!(observed.failed_claims.count, 1);
@@ -439,6 +456,16 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         observed.newer_version_type.as_deref(),
         Some("quote.accepted")
     );
+    assert_eq!(observed.past_due_subscriptions.count, 1);
+    assert_eq!(observed.past_due_subscriptions.samples, ["sub_late"]);
+    assert_eq!(
+        observed.past_due_subscriptions.oldest,
+        Some((secs - 4 * day) * 1000)
+    );
+    assert_eq!(
+        observed.past_due_customer.as_deref(),
+        Some("pia@example.ch")
+    );
     let policy = AlertPolicy {
         thresholds,
         repeat: None,
@@ -459,7 +486,7 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         app.db
             .count("SELECT COUNT(*) FROM alert_deliveries WHERE channel = 'email' AND status = 'pending'")
             .await,
-        9
+        10
     );
     // An alert a newer version opened (a condition this one does not know) is that
     // version's: left out here, never an error.
@@ -469,13 +496,13 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         )
         .await;
     let open = app.store.alerts().open().await.unwrap();
-    assert_eq!(open.len(), 8);
+    assert_eq!(open.len(), 9);
     assert!(
         open.iter()
             .all(|a| a.condition != AlertCondition::CreditsOwed)
     );
-    // Before the thresholds are reached, only the failed claim, the reconcile run and the
-    // debt hold (the holds have not run out yet).
+    // Before the thresholds are reached, only the failed claim, the reconcile run, the
+    // debt and the renewal unpaid for four days hold (the holds have not run out yet).
     let early = app
         .store
         .alerts()
@@ -492,7 +519,8 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         [
             AlertCondition::FailedClaims,
             AlertCondition::ReconcileFindings,
-            AlertCondition::CreditsOwed
+            AlertCondition::CreditsOwed,
+            AlertCondition::PastDueSubscriptions
         ]
     );
 }
