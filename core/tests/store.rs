@@ -991,6 +991,13 @@ async fn sqlite_schema(url: &str) -> Schema {
         let mut rest = text.as_str();
         while let Some(at) = rest.to_ascii_uppercase().find("CHECK") {
             let after = &rest[at..];
+            // The keyword, not a name that starts with it (`checkout_url`).
+            let keyword = after[5..].trim_start().starts_with('(')
+                && !rest[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            if !keyword {
+                rest = &after[5..];
+                continue;
+            }
             let Some(open) = after.find('(') else { break };
             let mut depth = 0;
             let mut end = open;

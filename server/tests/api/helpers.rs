@@ -418,6 +418,37 @@ pub async fn spawn_app_with(backend: Backend, customize: impl FnOnce(&mut ServeC
 }
 
 impl TestApp {
+    /// Runs the `claimcheck` binary on this app's database, as operator `support-sam`:
+    /// exit code, stdout, stderr.
+    pub async fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        self.cli_with(args, &[]).await
+    }
+
+    /// [`TestApp::cli`] with more of the environment set (`STRIPE_API_KEY`…).
+    pub async fn cli_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
+            .args(args)
+            .envs(env.iter().copied())
+            .env("DATABASE_URL", self.db.url())
+            .env("RUST_LOG", "warn")
+            .env("USER", "support-sam")
+            .output()
+            .await
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// [`TestApp::cli`] that must succeed, its stdout read as JSON.
+    pub async fn cli_json(&self, args: &[&str]) -> serde_json::Value {
+        let (code, stdout, stderr) = self.cli(args).await;
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

@@ -2,7 +2,6 @@
 
 use claimcheck_core::audit::Actor;
 use claimcheck_core::worker::{Worker, WorkerConfig};
-use serde_json::Value;
 
 use crate::helpers::{TestApp, fixture, on_both_backends};
 
@@ -10,28 +9,6 @@ on_both_backends!(
     claims_orders_and_customers_answer_the_operators_questions,
     redrive_runs_a_failed_claim_once_and_is_audited,
 );
-
-async fn claimcheck(app: &TestApp, args: &[&str]) -> (i32, String, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
-        .args(args)
-        .env("DATABASE_URL", app.db.url())
-        .env("RUST_LOG", "warn")
-        .env("USER", "support-sam")
-        .output()
-        .await
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-async fn json(app: &TestApp, args: &[&str]) -> Value {
-    let (code, stdout, stderr) = claimcheck(app, args).await;
-    assert_eq!(code, 0, "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
-}
 
 async fn drain(app: &TestApp, config: WorkerConfig) {
     let worker = Worker::new(app.store.clone(), "test-worker", config);
@@ -46,7 +23,9 @@ async fn claims_orders_and_customers_answer_the_operators_questions(app: TestApp
     ] {
         assert_eq!(app.deliver(&fixture(name)).await.status(), 200);
     }
-    let pending = json(&app, &["claims", "list", "--status", "pending", "--json"]).await;
+    let pending = app
+        .cli_json(&["claims", "list", "--status", "pending", "--json"])
+        .await;
     assert_eq!(pending.as_array().unwrap().len(), 2, "{pending}");
     for claim in pending.as_array().unwrap() {
         for field in [
@@ -63,13 +42,19 @@ async fn claims_orders_and_customers_answer_the_operators_questions(app: TestApp
     }
     drain(&app, WorkerConfig::default()).await;
 
-    let processed = json(&app, &["claims", "list", "--status", "processed", "--json"]).await;
+    let processed = app
+        .cli_json(&["claims", "list", "--status", "processed", "--json"])
+        .await;
     assert_eq!(processed.as_array().unwrap().len(), 2);
-    let shown = json(&app, &["claims", "show", "evt_pub0001paid", "--json"]).await;
+    let shown = app
+        .cli_json(&["claims", "show", "evt_pub0001paid", "--json"])
+        .await;
     assert_eq!(shown["status"], "processed");
     assert_eq!(shown["delivery_log"][0]["outcome"], "claimed");
 
-    let order = json(&app, &["orders", "show", "ord_pub_0001", "--json"]).await;
+    let order = app
+        .cli_json(&["orders", "show", "ord_pub_0001", "--json"])
+        .await;
     assert_eq!(order["order_id"], "ord_pub_0001");
     assert_eq!(order["status"], "paid");
     assert_eq!(order["payment_status"], "paid");
@@ -81,28 +66,30 @@ async fn claims_orders_and_customers_answer_the_operators_questions(app: TestApp
     assert_eq!(ledger[0]["event_id"], "evt_pub0001paid");
     assert!(ledger[0]["created_at"].as_i64().unwrap() > 0);
 
-    let waiting = json(&app, &["orders", "show", "ord_pub_0002", "--json"]).await;
+    let waiting = app
+        .cli_json(&["orders", "show", "ord_pub_0002", "--json"])
+        .await;
     assert_eq!(waiting["status"], "awaiting_payment");
     assert_eq!(waiting["credits_granted"], 0);
 
-    let customer = json(
-        &app,
-        &["customers", "show", "Student1@Example.ch", "--json"],
-    )
-    .await;
+    let customer = app
+        .cli_json(&["customers", "show", "Student1@Example.ch", "--json"])
+        .await;
     assert_eq!(customer["balance"], 40);
     assert_eq!(customer["orders"].as_array().unwrap().len(), 1);
-    let by_id = json(&app, &["customers", "show", "cus_pub0001Q4vWm8", "--json"]).await;
+    let by_id = app
+        .cli_json(&["customers", "show", "cus_pub0001Q4vWm8", "--json"])
+        .await;
     assert_eq!(by_id["balance"], 40);
 
     // Tables for people, and clear errors for what does not exist.
-    let (code, table, _) = claimcheck(&app, &["orders", "show", "ord_pub_0001"]).await;
+    let (code, table, _) = app.cli(&["orders", "show", "ord_pub_0001"]).await;
     assert_eq!(code, 0);
     assert!(table.contains("credits granted  40 (of 40)"), "{table}");
-    let (code, _, stderr) = claimcheck(&app, &["orders", "show", "ord_nope"]).await;
+    let (code, _, stderr) = app.cli(&["orders", "show", "ord_nope"]).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("no order ord_nope"), "{stderr}");
-    let (code, _, stderr) = claimcheck(&app, &["claims", "list", "--status", "weird"]).await;
+    let (code, _, stderr) = app.cli(&["claims", "list", "--status", "weird"]).await;
     assert_eq!(code, 2);
     assert!(
         stderr.contains("pending, running, stale, failed, processed"),
@@ -124,7 +111,9 @@ async fn redrive_runs_a_failed_claim_once_and_is_audited(app: TestApp) {
         },
     )
     .await;
-    let failed = json(&app, &["claims", "list", "--status", "failed", "--json"]).await;
+    let failed = app
+        .cli_json(&["claims", "list", "--status", "failed", "--json"])
+        .await;
     assert_eq!(failed[0]["event_id"], "evt_pub0001paid");
     assert!(
         failed[0]["last_error"]
@@ -134,16 +123,13 @@ async fn redrive_runs_a_failed_claim_once_and_is_audited(app: TestApp) {
         "{failed}"
     );
 
-    let (code, _, stderr) = claimcheck(
-        &app,
-        &["claims", "redrive", "evt_pub0001paid", "--reason", ""],
-    )
-    .await;
+    let (code, _, stderr) = app
+        .cli(&["claims", "redrive", "evt_pub0001paid", "--reason", ""])
+        .await;
     assert_eq!(code, 1, "{stderr}");
 
-    let redriven = json(
-        &app,
-        &[
+    let redriven = app
+        .cli_json(&[
             "claims",
             "redrive",
             "evt_pub0001paid",
@@ -152,26 +138,25 @@ async fn redrive_runs_a_failed_claim_once_and_is_audited(app: TestApp) {
             "--packages",
             "thesis-40=40",
             "--json",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(redriven["result"], "processed", "{redriven}");
-    let order = json(&app, &["orders", "show", "ord_pub_0001", "--json"]).await;
+    let order = app
+        .cli_json(&["orders", "show", "ord_pub_0001", "--json"])
+        .await;
     assert_eq!(order["credits_granted"], 40);
 
     // Again: refused, nothing granted twice.
-    let (code, stdout, _) = claimcheck(
-        &app,
-        &[
+    let (code, stdout, _) = app
+        .cli(&[
             "claims",
             "redrive",
             "evt_pub0001paid",
             "--reason",
             "again",
             "--json",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(code, 1);
     assert!(stdout.contains("\"refused\""), "{stdout}");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM credit_ledger").await, 1);
@@ -278,9 +263,8 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
     ));
 
     // A generated password, printed once, signs in.
-    let (code, stdout, stderr) = claimcheck(
-        &app,
-        &[
+    let (code, stdout, stderr) = app
+        .cli(&[
             "operator",
             "add",
             "--username",
@@ -288,9 +272,8 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
             "--role",
             "admin",
             "--generate-password",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(code, 0, "{stderr}");
     let password = stdout.lines().next().unwrap().trim().to_owned();
     let client = TestApp::browser();
@@ -303,9 +286,8 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
     assert_eq!(signed_in.headers()["location"], "/");
 
     // A short password, an unknown role and a taken name are refused with the reason.
-    let (code, _, stderr) = claimcheck(
-        &app,
-        &[
+    let (code, _, stderr) = app
+        .cli(&[
             "operator",
             "add",
             "--username",
@@ -313,14 +295,12 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
             "--role",
             "root",
             "--generate-password",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_ne!(code, 0);
     assert!(stderr.contains("unknown role"), "{stderr}");
-    let (code, _, stderr) = claimcheck(
-        &app,
-        &[
+    let (code, _, stderr) = app
+        .cli(&[
             "operator",
             "add",
             "--username",
@@ -328,15 +308,14 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
             "--role",
             "viewer",
             "--generate-password",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_ne!(code, 0);
     assert!(stderr.contains("exists already"), "{stderr}");
 
-    let (code, _, stderr) = claimcheck(&app, &["operator", "disable", "sam"]).await;
+    let (code, _, stderr) = app.cli(&["operator", "disable", "sam"]).await;
     assert_eq!(code, 0, "{stderr}");
-    let listed = json(&app, &["operator", "list", "--json"]).await;
+    let listed = app.cli_json(&["operator", "list", "--json"]).await;
     let sam = listed
         .as_array()
         .unwrap()
@@ -350,6 +329,6 @@ async fn operators_are_added_listed_and_disabled_from_the_command_line(app: Test
         !listed.to_string().contains("argon2"),
         "no hash in the listing"
     );
-    let (code, _, _) = claimcheck(&app, &["operator", "remove", "nobody"]).await;
+    let (code, _, _) = app.cli(&["operator", "remove", "nobody"]).await;
     assert_ne!(code, 0);
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use claimcheck_core::Store;
 use claimcheck_core::billing::Plans;
+use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::worker::{Attempt, Worker, WorkerConfig};
 
 use crate::helpers::{TestApp, on_both_backends};
@@ -17,17 +18,18 @@ on_both_backends!(
     an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan,
     a_late_older_state_never_overwrites_a_newer_one,
     a_refund_of_a_paid_invoice_revokes_from_its_grant,
+    money_that_came_before_the_invoice_was_paid_settles_on_its_grant,
     a_reset_plan_lapses_at_the_end_of_its_period,
     without_plans_billing_events_are_recorded_and_grant_nothing,
     an_invoice_without_an_email_is_the_customer_its_session_named,
 );
 
-const PLANS: &str = "thesis-monthly=40:3900:chf:month, thesis-pro=100:8900:chf:month";
+pub(crate) const PLANS: &str = "thesis-monthly=40:3900:chf:month, thesis-pro=100:8900:chf:month";
 
 /// A Billing fixture (`fixtures/stripe/events/billing/`), its ids and customer made its own
 /// by `tag` ("Qfix" in every Stripe id, the customer's email), so that many subscriptions live
 /// in one database.
-fn billing(name: &str, tag: &str) -> Vec<u8> {
+pub(crate) fn billing(name: &str, tag: &str) -> Vec<u8> {
     let path = format!(
         "{}/../fixtures/stripe/events/billing/{name}.json",
         env!("CARGO_MANIFEST_DIR")
@@ -345,50 +347,31 @@ async fn renewals_and_a_paid_retry_grant_each_period_once(app: TestApp) {
     assert_eq!(credits(&app, "abo-cyc@example.ch").await, 40 + 40 + 100);
 
     // Support reads it from the command line: by id or by the shop's reference.
-    let shown = cli_json(&app, &["subscriptions", "show", subscription, "--json"]).await;
+    let shown = app
+        .cli_json(&["subscriptions", "show", subscription, "--json"])
+        .await;
     assert_eq!(shown["subscription"]["credits_granted"], 180);
     assert_eq!(shown["subscription"]["subscription_ref"], "subref_0001");
     let grants = shown["grants"].as_array().unwrap();
     assert_eq!(grants.len(), 3);
     assert_eq!(grants[0]["period_end"], THIRD_PERIOD_END);
     assert_eq!(grants[0]["plan"], "thesis-pro");
-    let (code, table, _) = cli(&app, &["subscriptions", "show", subscription]).await;
+    let (code, table, _) = app.cli(&["subscriptions", "show", subscription]).await;
     assert_eq!(code, 0);
     assert!(table.contains("credits granted  180"), "{table}");
     assert!(table.contains("in_1Qcyc0004Invoice"), "{table}");
-    let unpaid = cli_json(&app, &["subscriptions", "list", "--past-due", "--json"]).await;
+    let unpaid = app
+        .cli_json(&["subscriptions", "list", "--past-due", "--json"])
+        .await;
     assert_eq!(unpaid.as_array().unwrap().len(), 0, "{unpaid}");
     // Without status events, the plan is the one of the latest period paid for.
-    let pro = cli_json(
-        &app,
-        &["subscriptions", "list", "--plan", "thesis-pro", "--json"],
-    )
-    .await;
+    let pro = app
+        .cli_json(&["subscriptions", "list", "--plan", "thesis-pro", "--json"])
+        .await;
     assert_eq!(pro.as_array().unwrap().len(), 2, "{pro}");
-    let (code, _, stderr) = cli(&app, &["subscriptions", "show", "sub_nope"]).await;
+    let (code, _, stderr) = app.cli(&["subscriptions", "show", "sub_nope"]).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("no subscription sub_nope"), "{stderr}");
-}
-
-async fn cli(app: &TestApp, args: &[&str]) -> (i32, String, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
-        .args(args)
-        .env("DATABASE_URL", app.db.url())
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-async fn cli_json(app: &TestApp, args: &[&str]) -> serde_json::Value {
-    let (code, stdout, stderr) = cli(app, args).await;
-    assert_eq!(code, 0, "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
 }
 
 /// The fixtures' upgrade invoice with its id, event id, lines and amount made over: a change
@@ -544,6 +527,98 @@ async fn a_refund_of_a_paid_invoice_revokes_from_its_grant(app: TestApp) {
     assert_eq!(credits(&app, "abo-ref@example.ch").await, 20);
 }
 
+/// The charge of the `tag` invoice: a `charge.refunded` with `refunded` of its 3900 refunded,
+/// or a dispute event of it.
+fn invoice_charge(tag: &str, n: u32, kind: &str, object: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": format!("evt_1Q{tag}0000Money{n}"),
+        "object": "event",
+        "type": kind,
+        "created": 1_764_500_000 + i64::from(n),
+        "livemode": false,
+        "data": { "object": object },
+    }))
+    .unwrap()
+}
+
+/// Works until every claim is processed: money that came before its invoice was paid waits
+/// (retried) until the invoice is an order.
+async fn settle(app: &TestApp, worker: &Worker) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        while !worker.run_once().await.unwrap().is_empty() {}
+        let open = app
+            .db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
+            .await;
+        if open == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{open} claims left");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn money_that_came_before_the_invoice_was_paid_settles_on_its_grant(app: TestApp) {
+    let worker = worker(&app.store);
+    let pi = "pi_1Qmny0001";
+    let charge = |refunded: i64| {
+        serde_json::json!({
+            "id": "ch_1Qmny0001", "object": "charge", "amount": 3900,
+            "amount_refunded": refunded, "payment_intent": pi,
+        })
+    };
+    let dispute = |status: &str| {
+        serde_json::json!({
+            "id": "dp_1Qmny0001", "object": "dispute", "amount": 1950, "status": status,
+            "charge": "ch_1Qmny0001", "payment_intent": pi,
+        })
+    };
+    // Half refunded, then disputed, before `invoice.paid` arrives.
+    deliver(
+        &app,
+        &invoice_charge("mny", 1, "charge.refunded", charge(1950)),
+    )
+    .await;
+    deliver(
+        &app,
+        &invoice_charge(
+            "mny",
+            2,
+            "charge.dispute.created",
+            dispute("needs_response"),
+        ),
+    )
+    .await;
+    while !worker.run_once().await.unwrap().is_empty() {}
+    assert_eq!(credits(&app, "abo-mny@example.ch").await, 0);
+    let mut paid: serde_json::Value =
+        serde_json::from_slice(&billing("invoice.paid.subscription_create", "mny")).unwrap();
+    paid["data"]["object"]["payments"] = serde_json::json!({
+        "object": "list",
+        "data": [{ "object": "invoice_payment", "status": "paid",
+                   "payment": { "type": "payment_intent", "payment_intent": pi } }],
+    });
+    deliver(&app, &serde_json::to_vec(&paid).unwrap()).await;
+    settle(&app, &worker).await;
+    // 40 granted, 20 revoked by the refund, the other 20 held by the dispute.
+    assert_eq!(credits(&app, "abo-mny@example.ch").await, 0);
+    let invoice = app
+        .store
+        .orders()
+        .get(&claimcheck_core::OrderId::parse("in_1Qmny0001Invoice").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(invoice.dispute_status.as_deref(), Some("open"));
+    // Won: the held credits come back, once (a resend changes nothing).
+    let won = invoice_charge("mny", 3, "charge.dispute.closed", dispute("won"));
+    deliver(&app, &won).await;
+    deliver(&app, &won).await;
+    settle(&app, &worker).await;
+    assert_eq!(credits(&app, "abo-mny@example.ch").await, 20);
+}
+
 async fn an_invoice_without_an_email_is_the_customer_its_session_named(app: TestApp) {
     let worker = worker(&app.store);
     deliver(&app, &subscription_session("eml")).await;
@@ -605,6 +680,38 @@ async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
             )
             .await,
         vec![(FIRST_PERIOD_END * 1000).to_string()]
+    );
+    // Up to the period's end the customer has the period's credits; at its end what is left
+    // lapses, once, under the lot's key (two upkeep runs at once).
+    let (email, packages) = ("abo-rst@example.ch", Packages::default());
+    let end = FIRST_PERIOD_END * 1000;
+    let balance = app
+        .store
+        .credits()
+        .balance(email, &packages, end - 1)
+        .await
+        .unwrap();
+    assert_eq!((balance.balance, balance.available), (40, 40));
+    let (a, b) = tokio::join!(
+        app.store.credits().expire_due(&packages, end, 500),
+        app.store.credits().expire_due(&packages, end, 500),
+    );
+    assert_eq!(a.unwrap().1 + b.unwrap().1, 1);
+    let balance = app
+        .store
+        .credits()
+        .balance(email, &packages, end)
+        .await
+        .unwrap();
+    assert_eq!((balance.balance, balance.available), (0, 0));
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT CAST(SUM(delta) AS BIGINT) FROM credit_movements \
+                 WHERE kind = 'expire' AND customer_email = '{email}'"
+            ))
+            .await,
+        -40
     );
     // A plan that carries its credits over writes a lot that never lapses.
     let carried = worker(&app.store);
