@@ -543,6 +543,25 @@ mod server_words {
                     td_string!(locale, messages.order_conflict, order)
                 }
                 PaymentError::NoSuchOrder(id) => td_string!(locale, messages.no_order, id),
+                PaymentError::UnknownPlan(name) => td_string!(locale, messages.unknown_plan, name),
+                PaymentError::SubscriptionConflict(reference) => {
+                    td_string!(locale, messages.subscription_conflict, reference)
+                }
+                PaymentError::Subscribed(subscription) => {
+                    let reference = subscription.subscription_ref.clone().unwrap_or_default();
+                    let id = &subscription.subscription_id;
+                    td_string!(locale, messages.subscription_started, reference, id)
+                }
+                PaymentError::NoSuchSubscription(id) => {
+                    td_string!(locale, messages.no_subscription, id)
+                }
+                PaymentError::NotSubscribed(id) => {
+                    td_string!(locale, messages.subscription_not_started, id)
+                }
+                PaymentError::SubscriptionCanceled(subscription) => {
+                    let id = &subscription.subscription_id;
+                    td_string!(locale, messages.subscription_canceled, id)
+                }
                 PaymentError::Reason(why) => reason(locale, why),
                 PaymentError::NotRefundable { order_id, status } => {
                     td_string!(locale, messages.not_refundable, order = order_id, status)

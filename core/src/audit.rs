@@ -9,6 +9,8 @@ pub enum Actor {
     Cli(String),
     /// A signed-in dashboard operator.
     Dashboard(String),
+    /// The shop's backend, through the order API with this API token (its public id).
+    Api(String),
 }
 
 impl Actor {
@@ -22,6 +24,8 @@ impl Actor {
     pub fn named(name: &str) -> Actor {
         if let Some(username) = name.strip_prefix("dashboard:") {
             Actor::Dashboard(username.to_owned())
+        } else if let Some(token) = name.strip_prefix("api:") {
+            Actor::Api(token.to_owned())
         } else {
             Actor::Cli(name.strip_prefix("cli:").unwrap_or(name).to_owned())
         }
@@ -31,7 +35,7 @@ impl Actor {
     pub fn operator(&self) -> Option<&str> {
         match self {
             Actor::Dashboard(username) => Some(username),
-            Actor::Cli(_) => None,
+            Actor::Cli(_) | Actor::Api(_) => None,
         }
     }
 }
@@ -41,6 +45,7 @@ impl fmt::Display for Actor {
         match self {
             Actor::Cli(user) => write!(f, "cli:{user}"),
             Actor::Dashboard(username) => write!(f, "dashboard:{username}"),
+            Actor::Api(token) => write!(f, "api:{token}"),
         }
     }
 }
@@ -96,6 +101,7 @@ pub enum AuditAction {
     AlertSnooze,
     AlertResolve,
     CreditAdjust,
+    SubscriptionCancel,
 }
 
 impl AuditAction {
@@ -121,6 +127,7 @@ impl AuditAction {
             AuditAction::AlertSnooze => "alert_snooze",
             AuditAction::AlertResolve => "alert_resolve",
             AuditAction::CreditAdjust => "credit_adjust",
+            AuditAction::SubscriptionCancel => "subscription_cancel",
         }
     }
 }
@@ -144,7 +151,11 @@ mod tests {
 
     #[test]
     fn actors_read_back_as_they_are_written() {
-        for actor in [Actor::Cli("root".into()), Actor::Dashboard("ada".into())] {
+        for actor in [
+            Actor::Cli("root".into()),
+            Actor::Dashboard("ada".into()),
+            Actor::Api("cct_4f2a".into()),
+        ] {
             assert_eq!(Actor::named(&actor.to_string()), actor);
         }
         assert_eq!(Actor::named("bench"), Actor::Cli("bench".into()));

@@ -40,7 +40,16 @@ pub enum Interval {
 }
 
 impl Interval {
-    fn parse(text: &str) -> Option<Self> {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interval::Day => "day",
+            Interval::Week => "week",
+            Interval::Month => "month",
+            Interval::Year => "year",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
         match text {
             "day" => Some(Interval::Day),
             "week" => Some(Interval::Week),

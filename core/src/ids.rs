@@ -44,6 +44,12 @@ macro_rules! id_type {
             }
         }
 
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
@@ -60,6 +66,12 @@ macro_rules! id_type {
     };
 }
 
+id_type!(
+    /// The shop's own reference of a subscription it asked for (`POST /api/subscriptions`),
+    /// carried in the subscription's metadata (`subscription_ref`).
+    SubscriptionRef,
+    "the subscription reference"
+);
 id_type!(
     /// A Stripe Event id (`evt_…`).
     EventId,

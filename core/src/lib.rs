@@ -68,7 +68,7 @@ pub mod worker;
 
 pub use claim::{ClaimCounts, ClaimSource, ClaimState};
 pub use event_kind::EventKind;
-pub use ids::{BatchId, EventId, IdError, ObjectId, OrderId};
+pub use ids::{BatchId, EventId, IdError, ObjectId, OrderId, SubscriptionRef};
 pub use outcome::DeliveryOutcome;
 
 #[cfg(feature = "store")]

@@ -13,6 +13,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// Whether a recorded operation is about a subscription (`subscription_checkout`,
+/// `subscription_cancel`): its subject is the shop's reference of the subscription, not an
+/// order.
+pub fn is_subscription_operation(operation: &str) -> bool {
+    operation.starts_with("subscription_")
+}
+
 /// Where a recorded Stripe request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

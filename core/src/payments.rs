@@ -1,6 +1,14 @@
 //! What Claimcheck asks Stripe to do: open a Checkout Session for an order, refund an order
-//! in full or in part. Both go through [`StripeApi::send`], so each has an Idempotency-Key
-//! derived from the order, recorded before it is sent.
+//! in full or in part; open and cancel a subscription ([`subscriptions`]). Each goes through
+//! [`StripeApi::send`], so each has an Idempotency-Key derived from the order (or the
+//! subscription's reference), recorded before it is sent.
+
+mod subscriptions;
+
+pub use subscriptions::{
+    AskedSubscription, Cancelled, SubscriptionRequest, asked_subscription, cancel_subscription,
+    open_subscription_checkout,
+};
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -17,10 +25,11 @@ use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::clock::now_ms;
 use crate::error::StoreError;
 use crate::fulfilment::Packages;
-use crate::ids::{IdError, OrderId};
+use crate::ids::{IdError, OrderId, SubscriptionRef};
 use crate::money::{OrderStatus, format_money};
 use crate::store::{
     NewOrder, NotRefundable, OrderCreation, OrderView, RequestStatus, Store, StripeRequestView,
+    SubscriptionView,
 };
 use crate::stripe::{CallError, Operation, Sent, StripeApi};
 use crate::token::{RandomError, random_id};
@@ -45,6 +54,24 @@ pub struct OrderRequest {
 pub enum PaymentError {
     #[error("unknown package '{0}' (CLAIMCHECK_PACKAGES lists the packages on sale)")]
     UnknownPackage(String),
+    #[error("unknown plan '{0}' (CLAIMCHECK_PLANS lists the plans on sale)")]
+    UnknownPlan(String),
+    #[error("subscription {0} was asked for with another plan or customer")]
+    SubscriptionConflict(SubscriptionRef),
+    /// Stripe told of the subscription: no new Checkout Session is opened for its reference.
+    #[error(
+        "subscription {} is {} ({}): a new subscription needs a new reference",
+        .0.subscription_ref.as_deref().unwrap_or_default(),
+        .0.status.as_deref().unwrap_or("started"),
+        .0.subscription_id
+    )]
+    Subscribed(Box<SubscriptionView>),
+    #[error("no subscription {0}")]
+    NoSuchSubscription(String),
+    #[error("subscription {0} has not started: its Checkout Session is not paid yet")]
+    NotSubscribed(String),
+    #[error("subscription {} is canceled already", .0.subscription_id)]
+    SubscriptionCanceled(Box<SubscriptionView>),
     #[error("package '{0}' has no price (CLAIMCHECK_PACKAGES: NAME=CREDITS:AMOUNT:CURRENCY)")]
     NoPrice(String),
     #[error("'{0}' is not an email address")]
@@ -108,7 +135,7 @@ pub struct Checkout {
     pub created: bool,
 }
 
-fn check_email(email: &str) -> Result<String, PaymentError> {
+pub(crate) fn check_email(email: &str) -> Result<String, PaymentError> {
     crate::spending::customer_email(email)
         .map_err(|_| PaymentError::BadEmail(email.trim().to_lowercase()))
 }
@@ -116,7 +143,7 @@ fn check_email(email: &str) -> Result<String, PaymentError> {
 /// Stripe expires an unpaid Checkout Session after 24 hours (`expires_at`). A new one is
 /// opened only this long after that, so that a payment finishing at the last second is never
 /// made twice.
-const EXPIRY_MARGIN_MS: i64 = 10 * 60 * 1000;
+pub(crate) const EXPIRY_MARGIN_MS: i64 = 10 * 60 * 1000;
 
 /// Records the order (unless it exists) and opens its Checkout Session (unless it has one).
 /// Asking again for the same order returns the same session: the key is

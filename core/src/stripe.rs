@@ -27,7 +27,6 @@ use stripe_client_core::StripeRequest;
 use crate::backoff::Backoff;
 use crate::clock::now_ms;
 use crate::error::StoreError;
-use crate::ids::OrderId;
 use crate::observe::{Observer, StripeAnswer, Unobserved};
 use crate::store::{RequestOutcome, RequestStatus, Store, StripeRequestView};
 use crate::token::sha256_hex;
@@ -43,6 +42,11 @@ pub enum Operation {
     /// A refund of `amount` that leaves `refunded_after` refunded in total: a retry names the
     /// same total (and replays), a second partial refund a larger one (a new operation).
     Refund { amount: i64, refunded_after: i64 },
+    /// The Checkout Session (`mode=subscription`) of a subscription the shop asked for, by
+    /// generation like an order's.
+    SubscriptionCheckout { generation: i64 },
+    /// Cancelling the subscription at the end of its period, or now: one of each at most.
+    CancelSubscription { at_period_end: bool },
 }
 
 impl Operation {
@@ -50,19 +54,37 @@ impl Operation {
         match self {
             Operation::CheckoutSession { .. } => "checkout_session",
             Operation::Refund { .. } => "refund",
+            Operation::SubscriptionCheckout { .. } => "subscription_checkout",
+            Operation::CancelSubscription { .. } => "subscription_cancel",
         }
     }
 
-    /// The Idempotency-Key of this operation for `order`.
-    pub fn key(self, order: &OrderId) -> String {
+    /// The Idempotency-Key of this operation for `subject`: the order, or the subscription's
+    /// reference for the subscription operations.
+    pub fn key(self, subject: &impl AsRef<str>) -> String {
+        let subject = subject.as_ref();
         match self {
             Operation::CheckoutSession { generation } if generation <= 1 => {
-                format!("checkout-session:{order}")
+                format!("checkout-session:{subject}")
             }
             Operation::CheckoutSession { generation } => {
-                format!("checkout-session:{order}:{generation}")
+                format!("checkout-session:{subject}:{generation}")
             }
-            Operation::Refund { refunded_after, .. } => format!("refund:{order}:{refunded_after}"),
+            Operation::Refund { refunded_after, .. } => {
+                format!("refund:{subject}:{refunded_after}")
+            }
+            Operation::SubscriptionCheckout { generation } if generation <= 1 => {
+                format!("subscription-checkout:{subject}")
+            }
+            Operation::SubscriptionCheckout { generation } => {
+                format!("subscription-checkout:{subject}:{generation}")
+            }
+            Operation::CancelSubscription {
+                at_period_end: true,
+            } => format!("subscription-cancel:{subject}:period-end"),
+            Operation::CancelSubscription {
+                at_period_end: false,
+            } => format!("subscription-cancel:{subject}:now"),
         }
     }
 
@@ -70,8 +92,8 @@ impl Operation {
     /// unchanged.
     pub fn amount(self) -> Option<i64> {
         match self {
-            Operation::CheckoutSession { .. } => None,
             Operation::Refund { amount, .. } => Some(amount),
+            _ => None,
         }
     }
 }
@@ -304,13 +326,14 @@ impl StripeApi {
         &self.config
     }
 
-    /// Sends `request` for `operation` on `order` under its derived key, recorded first;
-    /// `object_id` reads the id of what Stripe created out of the answer.
+    /// Sends `request` for `operation` on `subject` (an order, or a subscription's reference)
+    /// under its derived key, recorded first; `object_id` reads the id of what Stripe created
+    /// out of the answer.
     pub async fn send<R>(
         &self,
         store: &Store,
         operation: Operation,
-        order: &OrderId,
+        subject: &impl AsRef<str>,
         request: &R,
         object_id: impl Fn(&R::Output) -> String,
     ) -> Result<Sent<R::Output>, CallError>
@@ -318,7 +341,7 @@ impl StripeApi {
         R: StripeRequest,
         R::Output: miniserde::Deserialize,
     {
-        let key = operation.key(order);
+        let key = operation.key(subject);
         let body = request.build().body.unwrap_or_default();
         // Stripe compares parameters, not bytes; metadata maps serialize in any order.
         let mut pairs: Vec<&str> = body.split('&').collect();
@@ -330,7 +353,7 @@ impl StripeApi {
                 &key,
                 operation.as_str(),
                 operation.amount(),
-                order,
+                subject.as_ref(),
                 &params_hash,
                 now_ms(),
             )
@@ -536,6 +559,7 @@ fn final_state<T>(record: StripeRequestView) -> Result<Option<Sent<T>>, CallErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::OrderId;
 
     #[test]
     fn keys_are_derived_from_operation_and_order() {

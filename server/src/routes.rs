@@ -17,6 +17,7 @@ mod redirect;
 mod request_log;
 mod search;
 pub(crate) mod spends;
+mod subscription_api;
 mod throttle;
 mod two_factor;
 mod webhook;
@@ -105,6 +106,7 @@ pub(crate) fn router(
             stripe: config.stripe.clone(),
             checkout_urls: config.checkout_urls.clone(),
             packages: Arc::clone(&packages),
+            plans: Arc::new(config.worker.plans.clone()),
             credits,
         },
         auth: Arc::new(auth::AuthState {

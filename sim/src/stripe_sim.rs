@@ -116,6 +116,7 @@ struct SimState {
     /// payment intent → what was refunded of its charge so far.
     charges: HashMap<String, Charge>,
     disputes: BTreeMap<String, Value>,
+    subscriptions: BTreeMap<String, Value>,
     /// Event objects made by the operations above, oldest first.
     events: Vec<Value>,
     /// Where events are delivered, and how each delivery stands.
@@ -342,6 +343,11 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), SimE
         .route("/v1/checkout/sessions", post(create_session))
         .route("/v1/checkout/sessions/{id}", get(retrieve_session))
         .route("/v1/refunds", post(create_refund))
+        .route(
+            "/v1/subscriptions/{id}",
+            post(update_subscription).delete(delete_subscription),
+        )
+        .route("/_sim/subscriptions", post(start_subscription))
         .route("/_sim/log", get(log))
         .route("/_sim/objects", get(objects))
         .route("/_sim/faults", post(arm_fault).delete(clear_faults))
@@ -439,7 +445,114 @@ async fn create_refund(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) 
     handle_post(sim, "/v1/refunds", headers, body, perform_refund).await
 }
 
-/// Stripe's idempotency rules around one operation, then the armed fault, if any.
+/// `POST /v1/subscriptions/{id}`: the simulator changes only `cancel_at_period_end`.
+async fn update_subscription(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = format!("/v1/subscriptions/{id}");
+    let operation = move |state: &mut SimState, _: &str, params: &BTreeMap<String, String>| {
+        let at_period_end = params.get("cancel_at_period_end").map(String::as_str);
+        change_subscription(state, &id, |subscription| {
+            if let Some(flag) = at_period_end {
+                subscription["cancel_at_period_end"] = json!(flag == "true");
+            }
+            "customer.subscription.updated"
+        })
+    };
+    handle(sim, "POST", &path, headers, body, operation).await
+}
+
+/// `DELETE /v1/subscriptions/{id}`: cancelled now.
+async fn delete_subscription(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = format!("/v1/subscriptions/{id}");
+    let operation = move |state: &mut SimState, _: &str, _: &BTreeMap<String, String>| {
+        change_subscription(state, &id, |subscription| {
+            subscription["status"] = json!("canceled");
+            subscription["canceled_at"] = json!(now_ms() / 1000);
+            "customer.subscription.deleted"
+        })
+    };
+    handle(sim, "DELETE", &path, headers, body, operation).await
+}
+
+/// Applies `change` to a subscription the simulator knows and records its event (the kind
+/// `change` names); a canceled subscription changes no more, as at Stripe.
+fn change_subscription(
+    state: &mut SimState,
+    id: &str,
+    change: impl FnOnce(&mut Value) -> &'static str,
+) -> Answer {
+    let Some(mut subscription) = state.subscriptions.get(id).cloned() else {
+        return stripe_error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            Some("resource_missing"),
+            &format!("No such subscription: '{id}'"),
+        );
+    };
+    if subscription["status"] == "canceled" {
+        return stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            None,
+            &format!("A canceled subscription can only update its metadata: '{id}'"),
+        );
+    }
+    let kind = change(&mut subscription);
+    state
+        .subscriptions
+        .insert(id.to_owned(), subscription.clone());
+    state.event(kind, subscription.clone());
+    Answer {
+        status: StatusCode::OK,
+        body: subscription,
+        request_id: String::new(),
+    }
+}
+
+#[derive(Deserialize)]
+struct NewSubscription {
+    #[serde(default)]
+    subscription_ref: Option<String>,
+    #[serde(default)]
+    customer_email: Option<String>,
+}
+
+/// A subscription as a paid `mode=subscription` Checkout Session starts it (tests and the
+/// demo deliver its Billing events themselves).
+async fn start_subscription(State(sim): State<Sim>, Json(new): Json<NewSubscription>) -> Response {
+    let mut state = sim.lock();
+    let id = state.next("sub");
+    let now = now_ms() / 1000;
+    let metadata = match &new.subscription_ref {
+        Some(reference) => json!({ "subscription_ref": reference }),
+        None => json!({}),
+    };
+    let subscription = json!({
+        "id": id,
+        "object": "subscription",
+        "status": "active",
+        "customer": state.next("cus"),
+        "customer_email": new.customer_email,
+        "metadata": metadata,
+        "cancel_at_period_end": false,
+        "current_period_start": now,
+        "current_period_end": now + 30 * 86_400,
+        "created": now,
+        "livemode": false,
+    });
+    state.subscriptions.insert(id, subscription.clone());
+    Json(subscription).into_response()
+}
+
 async fn handle_post(
     sim: Sim,
     path: &str,
@@ -447,6 +560,21 @@ async fn handle_post(
     body: Bytes,
     operation: Operation,
 ) -> Response {
+    handle(sim, "POST", path, headers, body, operation).await
+}
+
+/// Stripe's idempotency rules around one operation, then the armed fault, if any.
+async fn handle<O>(
+    sim: Sim,
+    method: &str,
+    path: &str,
+    headers: HeaderMap,
+    body: Bytes,
+    operation: O,
+) -> Response
+where
+    O: FnOnce(&mut SimState, &str, &BTreeMap<String, String>) -> Answer + Send + 'static,
+{
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
@@ -455,7 +583,7 @@ async fn handle_post(
     let mut entry = LogEntry {
         seq: 0,
         at: now_ms(),
-        method: "POST".into(),
+        method: method.into(),
         path: path.into(),
         idempotency_key: key.clone(),
         params: params.clone(),
@@ -946,7 +1074,8 @@ async fn not_found() -> Response {
             "invalid_request_error",
             None,
             "Unrecognized request URL. The Claimcheck Stripe simulator knows \
-             POST /v1/checkout/sessions, GET /v1/checkout/sessions/{id} and POST /v1/refunds.",
+             POST /v1/checkout/sessions, GET /v1/checkout/sessions/{id}, POST /v1/refunds and \
+             POST and DELETE /v1/subscriptions/{id}.",
         ),
         false,
     )
@@ -962,6 +1091,7 @@ async fn objects(State(sim): State<Sim>) -> Json<Value> {
         "checkout_sessions": state.sessions.values().collect::<Vec<_>>(),
         "refunds": state.refunds.values().collect::<Vec<_>>(),
         "disputes": state.disputes.values().collect::<Vec<_>>(),
+        "subscriptions": state.subscriptions.values().collect::<Vec<_>>(),
     }))
 }
 

@@ -42,6 +42,9 @@ pub struct GrantRow {
 pub struct SubscriptionDetail {
     pub subscription: SubscriptionRow,
     pub grants: Vec<GrantRow>,
+    /// What Claimcheck asked Stripe for it (its Checkout Session, its cancellation), under
+    /// which Idempotency-Keys.
+    pub requests: Vec<super::KeyRow>,
 }
 
 /// The statuses a subscription can have, for the list's filter.
@@ -126,8 +129,17 @@ pub async fn get_subscription(id: String) -> Result<SubscriptionDetail, ServerFn
         .grants(&found.subscription_id)
         .await
         .map_err(server::unavailable)?;
+    let requests = match &found.subscription_ref {
+        Some(reference) => store
+            .stripe_requests()
+            .for_subscription(reference)
+            .await
+            .map_err(server::unavailable)?,
+        None => Vec::new(),
+    };
     let seconds = |at: i64| server::time(at.saturating_mul(1000));
     Ok(SubscriptionDetail {
+        requests: requests.into_iter().map(server::key_row).collect(),
         subscription: subscription_row(found),
         grants: grants
             .into_iter()

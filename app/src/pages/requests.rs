@@ -2,7 +2,7 @@
 //! links here), each with its Idempotency-Key, order and Stripe's answer. The table is the
 //! order page's too.
 
-use claimcheck_core::outgoing::RequestStatus;
+use claimcheck_core::outgoing::{RequestStatus, is_subscription_operation};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -115,7 +115,13 @@ pub fn RequestTable(rows: Vec<KeyRow>, with_order: bool) -> impl IntoView {
                         .map(|r| {
                             let order = with_order
                                 .then(|| {
-                                    let href = crate::links::order(&r.order_id);
+                                    // A subscription's request names its reference (its page
+                                    // exists once Stripe told of it).
+                                    let href = if is_subscription_operation(&r.operation) {
+                                        crate::links::subscription(&r.order_id)
+                                    } else {
+                                        crate::links::order(&r.order_id)
+                                    };
                                     view! {
                                         <td class="mono"><a href=href>{r.order_id.clone()}</a></td>
                                         <td>{r.operation.clone()}</td>

@@ -11,6 +11,7 @@ use crate::api::{
 };
 use crate::components::Loaded;
 use crate::i18n::*;
+use crate::pages::requests::RequestTable;
 
 /// Stripe's status of a subscription in the reader's words; one Stripe adds later as Stripe
 /// wrote it.
@@ -215,6 +216,12 @@ fn SubscriptionView(detail: SubscriptionDetail) -> impl IntoView {
         <h2>{t!(i18n, subscriptions.grants)}</h2>
         <p class="muted">{t!(i18n, subscriptions.grants_intro)}</p>
         <GrantTable grants=detail.grants/>
+        <h2>{t!(i18n, orders.keys_heading)}</h2>
+        {if detail.requests.is_empty() {
+            view! { <p class="empty">{t!(i18n, orders.no_requests)}</p> }.into_any()
+        } else {
+            view! { <RequestTable rows=detail.requests with_order=false/> }.into_any()
+        }}
     }
 }
 

@@ -324,7 +324,7 @@ impl StripeRequests<'_> {
         key: &str,
         operation: &str,
         amount: Option<i64>,
-        order_id: &OrderId,
+        subject: &str,
         params_hash: &str,
         now: i64,
     ) -> Result<StripeRequestView, StoreError> {
@@ -334,7 +334,7 @@ impl StripeRequests<'_> {
                 sql(INSERT_REQUEST)
                     .bind(key)
                     .bind(operation)
-                    .bind(order_id.as_str())
+                    .bind(subject)
                     .bind(params_hash)
                     .bind(now)
                     .bind(amount),
@@ -357,9 +357,22 @@ impl StripeRequests<'_> {
     pub async fn for_order(self, order_id: &str) -> Result<Vec<StripeRequestView>, StoreError> {
         let statement = format!(
             "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE order_id = $1 \
-             ORDER BY created_at, idempotency_key"
+             AND operation NOT LIKE 'subscription%' ORDER BY created_at, idempotency_key"
         );
         let rows: Vec<RequestRow> = self.pool.on().all(sql(&statement).bind(order_id)).await?;
+        rows.into_iter().map(request_view).collect()
+    }
+
+    /// Every request recorded for a subscription the shop asked for, oldest first.
+    pub async fn for_subscription(
+        self,
+        reference: &str,
+    ) -> Result<Vec<StripeRequestView>, StoreError> {
+        let statement = format!(
+            "SELECT {REQUEST_COLUMNS} FROM stripe_requests WHERE order_id = $1 \
+             AND operation LIKE 'subscription%' ORDER BY created_at, idempotency_key"
+        );
+        let rows: Vec<RequestRow> = self.pool.on().all(sql(&statement).bind(reference)).await?;
         rows.into_iter().map(request_view).collect()
     }
 
@@ -394,7 +407,8 @@ impl StripeRequests<'_> {
 
     /// The orders whose requests made the Stripe object `object_id` (a refund, a session).
     pub async fn orders_of_object(self, object_id: &str) -> Result<Vec<OrderId>, StoreError> {
-        const SQL: &str = "SELECT DISTINCT order_id FROM stripe_requests WHERE object_id = $1";
+        const SQL: &str = "SELECT DISTINCT order_id FROM stripe_requests WHERE object_id = $1 \
+                           AND operation NOT LIKE 'subscription%'";
         let ids: Vec<String> = self
             .pool
             .on()

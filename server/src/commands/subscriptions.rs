@@ -1,12 +1,14 @@
-//! `claimcheck subscriptions`: subscriptions as Stripe Billing's events left them, and what
-//! each period was granted.
+//! `claimcheck subscriptions`: subscriptions as Stripe Billing's events left them, what
+//! each period was granted, and cancelling one.
 
 use claimcheck_core::SubscriptionFilter;
+use claimcheck_core::audit::Actor;
+use claimcheck_core::payments;
 use clap::{Args, Subcommand};
 
 use super::open;
 use super::output::{Output, print, print_json, print_list, table, time};
-use crate::config::flags::DatabaseArgs;
+use crate::config::flags::{DatabaseArgs, StripeArgs};
 use crate::error::ServerError;
 
 #[derive(Debug, Subcommand)]
@@ -34,6 +36,22 @@ pub enum SubscriptionsCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Cancel a subscription (sub_… or the shop's reference) at the end of its period, or now
+    /// with --now (Idempotency-Key subscription-cancel:<ref>:period-end or …:now: asking again
+    /// sends the same key). Its status follows from Stripe's events.
+    Cancel {
+        subscription: String,
+        /// Cancel now instead of at the end of the paid period.
+        #[arg(long)]
+        now: bool,
+        /// Why (kept in the audit log).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        stripe: StripeArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -51,6 +69,54 @@ fn seconds(at: Option<i64>) -> String {
 
 pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
     match command {
+        SubscriptionsCommand::Cancel {
+            subscription,
+            now,
+            reason,
+            common,
+            stripe,
+        } => {
+            let api = stripe.api()?.ok_or_else(|| {
+                ServerError::Config(
+                    "cancelling needs STRIPE_API_KEY (and STRIPE_API_BASE for a simulator)".into(),
+                )
+            })?;
+            let store = open(&common.database).await?;
+            let cancelled = payments::cancel_subscription(
+                &store,
+                &api,
+                &subscription,
+                !now,
+                &Actor::cli(),
+                reason.trim(),
+            )
+            .await
+            .map_err(|e| ServerError::Command(format!("cancelling {subscription}: {e}")))?;
+            if common.output.json {
+                return print_json(&serde_json::json!({
+                    "subscription_id": cancelled.subscription.subscription_id,
+                    "subscription_ref": cancelled.subscription.subscription_ref,
+                    "at_period_end": cancelled.at_period_end,
+                    "idempotency_key": cancelled.key,
+                    "sent_now": cancelled.sent_now,
+                }));
+            }
+            let when = if cancelled.at_period_end {
+                "at the end of its period"
+            } else {
+                "now"
+            };
+            let sent = if cancelled.sent_now {
+                "sent"
+            } else {
+                "sent before"
+            };
+            print(&format!(
+                "{}: cancelled {when} ({sent} under {}); its status follows from Stripe's events",
+                cancelled.subscription.subscription_id, cancelled.key
+            ));
+            Ok(())
+        }
         SubscriptionsCommand::List {
             status,
             plan,

@@ -5,6 +5,7 @@
 //!   opens its Stripe Checkout Session; asking again for the same order returns the same
 //!   session (201 the first time, 200 after).
 //! - `GET /api/orders/{order_id}`: status, credits granted, the Checkout URL.
+//! - subscriptions: their Checkout Session, state and cancellation ([`super::subscription_api`]).
 //! - the customer's credits: balance, ledger, spends and holds ([`super::spends`]).
 //!
 //! Every error is JSON `{"error": code, "message": text}`.
@@ -18,6 +19,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use claimcheck_core::billing::Plans;
 use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::money::OrderStatus;
 use claimcheck_core::payments::{CheckoutUrls, OrderRequest, PaymentError, open_checkout};
@@ -35,8 +37,24 @@ pub(crate) struct ApiState {
     pub stripe: Option<StripeApi>,
     pub checkout_urls: Option<CheckoutUrls>,
     pub packages: Arc<Packages>,
+    pub plans: Arc<Plans>,
     /// Spends, holds and adjustments, group-committed (captures and releases each alone).
     pub credits: claimcheck_core::CreditWriter,
+}
+
+impl ApiState {
+    /// The Stripe client and the Checkout URLs, which every call opening a session needs.
+    pub(crate) fn checkout(&self) -> Result<(&StripeApi, &CheckoutUrls), ApiError> {
+        match (&self.stripe, &self.checkout_urls) {
+            (Some(stripe), Some(urls)) => Ok((stripe, urls)),
+            _ => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_configured",
+                "the order API needs STRIPE_API_KEY, CLAIMCHECK_CHECKOUT_SUCCESS_URL and \
+                 CLAIMCHECK_CHECKOUT_CANCEL_URL",
+            )),
+        }
+    }
 }
 
 pub(super) fn router() -> Router<AppState> {
@@ -44,6 +62,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/api/orders", post(create_order))
         .route("/api/orders/{order_id}", get(show_order))
         .merge(super::spends::router())
+        .merge(super::subscription_api::router())
 }
 
 /// An API error: status, stable code, human message.
@@ -51,8 +70,9 @@ pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
-    /// The order the error is about, when the caller needs it to go on.
-    order: Option<Box<OrderSummary>>,
+    /// What the error is about, when the caller needs it to go on: a field of the body
+    /// (`order`, `subscription`) and its value.
+    detail: Option<(&'static str, serde_json::Value)>,
 }
 
 impl ApiError {
@@ -65,7 +85,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
-            order: None,
+            detail: None,
         }
     }
 
@@ -85,8 +105,8 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({ "error": self.code, "message": self.message });
-        if let Some(order) = &self.order {
-            body["order"] = json!(order);
+        if let Some((field, value)) = self.detail {
+            body[field] = value;
         }
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
@@ -109,6 +129,7 @@ impl From<PaymentError> for ApiError {
         let message = error.to_string();
         match error {
             PaymentError::UnknownPackage(_)
+            | PaymentError::UnknownPlan(_)
             | PaymentError::NoPrice(_)
             | PaymentError::BadEmail(_)
             | PaymentError::BadOrderId(_)
@@ -118,13 +139,28 @@ impl From<PaymentError> for ApiError {
             PaymentError::OrderConflict(_) => {
                 ApiError::new(StatusCode::CONFLICT, "order_conflict", message)
             }
-            PaymentError::NoSuchOrder(_) => {
+            PaymentError::SubscriptionConflict(_) => {
+                ApiError::new(StatusCode::CONFLICT, "subscription_conflict", message)
+            }
+            PaymentError::NoSuchOrder(_) | PaymentError::NoSuchSubscription(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
             }
             // Nothing is left to pay: the shop shows the order as it is, never a new session.
             PaymentError::Settled(order) => ApiError {
-                order: Some(Box::new(OrderSummary::from(*order))),
+                detail: Some(("order", json!(OrderSummary::from(*order)))),
                 ..ApiError::new(StatusCode::CONFLICT, "order_settled", message)
+            },
+            // The subscription started: its reference never opens a second one.
+            PaymentError::Subscribed(subscription) => ApiError {
+                detail: Some(("subscription", json!(subscription))),
+                ..ApiError::new(StatusCode::CONFLICT, "subscription_active", message)
+            },
+            PaymentError::NotSubscribed(_) => {
+                ApiError::new(StatusCode::CONFLICT, "subscription_not_started", message)
+            }
+            PaymentError::SubscriptionCanceled(subscription) => ApiError {
+                detail: Some(("subscription", json!(subscription))),
+                ..ApiError::new(StatusCode::CONFLICT, "subscription_canceled", message)
             },
             PaymentError::NotRefundable { .. }
             | PaymentError::NoPaymentIntent(_)
@@ -158,7 +194,6 @@ impl From<PaymentError> for ApiError {
 
 /// A caller that presented a live API token.
 pub(crate) struct ApiCaller {
-    #[allow(dead_code)]
     pub token_id: String,
 }
 
@@ -264,14 +299,7 @@ async fn create_order(
         )
     })?;
     let api = &state.api;
-    let (Some(stripe), Some(urls)) = (&api.stripe, &api.checkout_urls) else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_configured",
-            "the order API needs STRIPE_API_KEY, CLAIMCHECK_CHECKOUT_SUCCESS_URL and \
-             CLAIMCHECK_CHECKOUT_CANCEL_URL",
-        ));
-    };
+    let (stripe, urls) = api.checkout()?;
     let request = OrderRequest {
         order_id: body.order_id,
         package: body.package,

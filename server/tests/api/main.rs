@@ -38,6 +38,7 @@ mod search;
 mod simulate;
 mod spends;
 mod statements;
+mod subscription_orders;
 mod subscriptions;
 mod support_desk;
 mod two_factor;

@@ -73,6 +73,7 @@ pub(crate) async fn shop(backend: Backend) -> Shop {
         config.stripe = Some(api);
         config.checkout_urls = Some(urls());
         config.worker.packages = PACKAGES.parse().unwrap();
+        config.worker.plans = crate::subscriptions::PLANS.parse().unwrap();
     })
     .await;
     let token = NewToken::generate().unwrap();
@@ -100,7 +101,23 @@ impl Shop {
             .unwrap()
     }
 
-    async fn get_api(&self, path: &str) -> reqwest::Response {
+    pub(crate) async fn post_api(&self, path: &str, body: Value) -> reqwest::Response {
+        self.app
+            .client
+            .post(self.app.url(path))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The simulator's base URL (`STRIPE_API_BASE` for the command line).
+    pub(crate) fn sim_url(&self) -> String {
+        self.sim.base_url()
+    }
+
+    pub(crate) async fn get_api(&self, path: &str) -> reqwest::Response {
         self.app
             .client
             .get(self.app.url(path))
@@ -119,7 +136,7 @@ impl Shop {
             .unwrap()
     }
 
-    async fn objects(&self, kind: &str) -> Vec<Value> {
+    pub(crate) async fn objects(&self, kind: &str) -> Vec<Value> {
         let objects: Value = reqwest::get(format!("{}/_sim/objects", self.sim.base_url()))
             .await
             .unwrap()
@@ -1025,7 +1042,7 @@ async fn a_refused_request_stays_refused(backend: Backend) {
             "refund:ord_refused:4900",
             "refund",
             Some(4900),
-            &order,
+            order.as_str(),
             "h",
             now_ms(),
         )

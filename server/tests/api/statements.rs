@@ -506,8 +506,40 @@ fn migrations_since_the_previous_release_only_expand() {
 /// What in a migration would break the previous release (or block its writes).
 fn contracting(sql: &str, postgres: bool) -> Vec<String> {
     let text = normalise(sql).to_ascii_uppercase();
+    let statements: Vec<&str> = text
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    // SQLite changes a table's constraints only by rebuilding it under its own name (create
+    // the new shape, copy every row, drop the old, rename the new): the previous release
+    // finds the same table, and `the_previous_release_prepares_against_this_schema` checks
+    // its statements against what the rebuild left.
+    let rebuilds: Vec<(String, String)> = if postgres {
+        Vec::new()
+    } else {
+        statements
+            .iter()
+            .filter_map(|s| s.strip_prefix("ALTER TABLE ")?.split_once(" RENAME TO "))
+            .map(|(new, old)| (new.trim().to_owned(), old.trim().to_owned()))
+            .filter(|(new, old)| {
+                text.contains(&format!("CREATE TABLE {new} "))
+                    && statements.iter().any(|s| {
+                        s.starts_with(&format!("INSERT INTO {new} "))
+                            && s.ends_with(&format!("FROM {old}"))
+                    })
+                    && statements.contains(&format!("DROP TABLE {old}").as_str())
+            })
+            .collect()
+    };
+    let rebuilt = |statement: &str| {
+        rebuilds.iter().any(|(new, old)| {
+            statement == format!("DROP TABLE {old}")
+                || statement == format!("ALTER TABLE {new} RENAME TO {old}")
+        })
+    };
     let mut found = Vec::new();
-    for statement in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+    for statement in statements.iter().copied().filter(|s| !rebuilt(s)) {
         let has = |words: &str| statement.contains(words);
         if has("DROP TABLE") || has("DROP COLUMN") {
             found.push(format!(
@@ -580,6 +612,30 @@ fn contracting_changes_are_named() {
     }
     // SQLite builds an index without a lock of the kind PostgreSQL takes.
     assert!(contracting("CREATE INDEX t_a ON t (a);", false).is_empty());
+    // SQLite rebuilds a table to drop a constraint: the same table, all its rows.
+    let rebuild = "CREATE TABLE t_v2 (a TEXT);\nINSERT INTO t_v2 (a) SELECT a FROM t;\n\
+                   DROP TABLE t;\nALTER TABLE t_v2 RENAME TO t;";
+    assert!(contracting(rebuild, false).is_empty());
+    // Not on PostgreSQL, which drops a constraint in place; and not a rebuild that keeps
+    // no rows, or renames the new table to another name.
+    assert_eq!(contracting(rebuild, true).len(), 2);
+    assert_eq!(
+        contracting(
+            "CREATE TABLE t_v2 (a TEXT);\nDROP TABLE t;\nALTER TABLE t_v2 RENAME TO t;",
+            false
+        )
+        .len(),
+        2
+    );
+    assert_eq!(
+        contracting(
+            "CREATE TABLE t_v2 (a TEXT);\nINSERT INTO t_v2 (a) SELECT a FROM t;\n\
+             DROP TABLE t;\nALTER TABLE t_v2 RENAME TO u;",
+            false
+        )
+        .len(),
+        2
+    );
 }
 
 #[test]
