@@ -544,6 +544,9 @@ mod server_words {
                 }
                 PaymentError::NoSuchOrder(id) => td_string!(locale, messages.no_order, id),
                 PaymentError::UnknownPlan(name) => td_string!(locale, messages.unknown_plan, name),
+                PaymentError::BadReference(reference) => {
+                    td_string!(locale, messages.bad_subscription_ref, reference)
+                }
                 PaymentError::SubscriptionConflict(reference) => {
                     td_string!(locale, messages.subscription_conflict, reference)
                 }

@@ -56,6 +56,11 @@ pub enum PaymentError {
     UnknownPackage(String),
     #[error("unknown plan '{0}' (CLAIMCHECK_PLANS lists the plans on sale)")]
     UnknownPlan(String),
+    #[error(
+        "'{0}' cannot be a subscription reference: it may neither contain ':' nor start with \
+         sub_ (Stripe's ids)"
+    )]
+    BadReference(String),
     #[error("subscription {0} was asked for with another plan or customer")]
     SubscriptionConflict(SubscriptionRef),
     /// Stripe told of the subscription: no new Checkout Session is opened for its reference.
@@ -82,7 +87,7 @@ pub enum PaymentError {
     OrderConflict(OrderId),
     #[error("no order {0}")]
     NoSuchOrder(OrderId),
-    #[error("a refund needs a reason (kept in the audit log): {0}")]
+    #[error("{0} (it is kept in the audit log)")]
     Reason(#[from] crate::audit::ReasonError),
     #[error("order {order_id} is {status}: only a paid order can be refunded")]
     NotRefundable {

@@ -45,8 +45,9 @@ pub enum Operation {
     /// The Checkout Session (`mode=subscription`) of a subscription the shop asked for, by
     /// generation like an order's.
     SubscriptionCheckout { generation: i64 },
-    /// Cancelling the subscription at the end of its period, or now: one of each at most.
-    CancelSubscription { at_period_end: bool },
+    /// Cancelling the subscription at the end of its period, or now; `attempt` 2, 3… after
+    /// Stripe refused the one before (a refusal is final under its key).
+    CancelSubscription { at_period_end: bool, attempt: i64 },
 }
 
 impl Operation {
@@ -80,11 +81,15 @@ impl Operation {
                 format!("subscription-checkout:{subject}:{generation}")
             }
             Operation::CancelSubscription {
-                at_period_end: true,
-            } => format!("subscription-cancel:{subject}:period-end"),
-            Operation::CancelSubscription {
-                at_period_end: false,
-            } => format!("subscription-cancel:{subject}:now"),
+                at_period_end,
+                attempt,
+            } => {
+                let when = if at_period_end { "period-end" } else { "now" };
+                match attempt {
+                    ..=1 => format!("subscription-cancel:{subject}:{when}"),
+                    n => format!("subscription-cancel:{subject}:{when}:{n}"),
+                }
+            }
         }
     }
 
@@ -358,6 +363,20 @@ impl StripeApi {
                 now_ms(),
             )
             .await?;
+        // Two subjects whose keys read alike (order `o:2`'s first session and order `o`'s
+        // second): the key belongs to the first, never to this call.
+        if record.order_id != subject.as_ref() || record.operation != operation.as_str() {
+            return Err(CallError::IdempotencyMismatch {
+                error: format!(
+                    "the key was recorded for {} {}, not for {} {}",
+                    record.operation,
+                    record.order_id,
+                    operation.as_str(),
+                    subject.as_ref()
+                ),
+                key,
+            });
+        }
         if let Some(done) = final_state(record)? {
             return Ok(done);
         }
@@ -583,6 +602,27 @@ mod tests {
             refunded_after: 4900,
         };
         assert_eq!(rest.key(&order), "refund:ord_42:4900");
+        let reference = crate::ids::SubscriptionRef::parse("abo-7").unwrap();
+        let cancel = |at_period_end, attempt| Operation::CancelSubscription {
+            at_period_end,
+            attempt,
+        };
+        assert_eq!(
+            cancel(true, 1).key(&reference),
+            "subscription-cancel:abo-7:period-end"
+        );
+        assert_eq!(
+            cancel(false, 1).key(&reference),
+            "subscription-cancel:abo-7:now"
+        );
+        assert_eq!(
+            cancel(false, 2).key(&reference),
+            "subscription-cancel:abo-7:now:2"
+        );
+        assert_eq!(
+            Operation::SubscriptionCheckout { generation: 2 }.key(&reference),
+            "subscription-checkout:abo-7:2"
+        );
     }
 
     #[test]

@@ -520,6 +520,9 @@ fn change_subscription(
 
 #[derive(Deserialize)]
 struct NewSubscription {
+    /// Its id, when a test needs one it already delivered events about.
+    #[serde(default)]
+    id: Option<String>,
     #[serde(default)]
     subscription_ref: Option<String>,
     #[serde(default)]
@@ -530,7 +533,10 @@ struct NewSubscription {
 /// demo deliver its Billing events themselves).
 async fn start_subscription(State(sim): State<Sim>, Json(new): Json<NewSubscription>) -> Response {
     let mut state = sim.lock();
-    let id = state.next("sub");
+    let id = match new.id {
+        Some(id) => id,
+        None => state.next("sub"),
+    };
     let now = now_ms() / 1000;
     let metadata = match &new.subscription_ref {
         Some(reference) => json!({ "subscription_ref": reference }),

@@ -73,11 +73,7 @@ async fn subscription_of(
     store: &Store,
     reference: &SubscriptionRef,
 ) -> Result<Option<SubscriptionView>, StoreError> {
-    Ok(store
-        .subscriptions()
-        .get(reference.as_str())
-        .await?
-        .filter(|s| s.subscription_ref.as_deref() == Some(reference.as_str())))
+    store.subscriptions().by_ref(reference.as_str()).await
 }
 
 /// Records the subscription (unless its reference exists) and opens its Checkout Session
@@ -101,6 +97,13 @@ pub async fn open_subscription_checkout(
         Some(reference) => SubscriptionRef::parse(reference.trim())?,
         None => SubscriptionRef::parse(random_id("subref")?)?,
     };
+    // Keys are `…:<ref>:<n>`, and search reads `sub_…` as Stripe's id.
+    if reference.as_str().contains(':') || reference.as_str().starts_with("sub_") {
+        return Err(PaymentError::BadReference(reference.to_string()));
+    }
+    if let Some(subscription) = subscription_of(store, &reference).await? {
+        return Err(PaymentError::Subscribed(Box::new(subscription)));
+    }
     let new = NewSubscriptionCheckout {
         reference: reference.clone(),
         plan: plan.name.clone(),
@@ -115,9 +118,6 @@ pub async fn open_subscription_checkout(
         OrderCreation::Existing => false,
         OrderCreation::Conflict => return Err(PaymentError::SubscriptionConflict(reference)),
     };
-    if let Some(subscription) = subscription_of(store, &reference).await? {
-        return Err(PaymentError::Subscribed(Box::new(subscription)));
-    }
     let mut checkout = existing(store, &reference).await?;
     let now = now_ms();
     if checkout
@@ -297,15 +297,40 @@ pub async fn cancel_subscription(
             None => PaymentError::NoSuchSubscription(id_or_ref.trim().to_owned()),
         });
     };
-    if subscription.status.as_deref() == Some("canceled") {
-        return Err(PaymentError::SubscriptionCanceled(Box::new(subscription)));
-    }
     // The shop's reference names the request when there is one; else Stripe's id.
     let subject = subscription
         .subscription_ref
         .clone()
         .unwrap_or_else(|| subscription.subscription_id.clone());
-    let operation = Operation::CancelSubscription { at_period_end };
+    // Earlier requests of this kind: a succeeded one is asked again under its key (Stripe's
+    // answer is replayed); each refusal moves to the next key, so that a cancellation refused
+    // for a reason since mended (a wrong API key) can be asked again.
+    let kind = Operation::CancelSubscription {
+        at_period_end,
+        attempt: 1,
+    }
+    .key(&subject);
+    let earlier: Vec<StripeRequestView> = store
+        .stripe_requests()
+        .for_subscription(&subject)
+        .await?
+        .into_iter()
+        .filter(|r| r.idempotency_key == kind || r.idempotency_key.starts_with(&format!("{kind}:")))
+        .collect();
+    let succeeded = earlier
+        .iter()
+        .any(|r| r.status == crate::store::RequestStatus::Succeeded);
+    if subscription.status.as_deref() == Some("canceled") && !succeeded {
+        return Err(PaymentError::SubscriptionCanceled(Box::new(subscription)));
+    }
+    let refused = earlier
+        .iter()
+        .filter(|r| r.status == crate::store::RequestStatus::Failed)
+        .count();
+    let operation = Operation::CancelSubscription {
+        at_period_end,
+        attempt: i64::try_from(refused).unwrap_or(i64::MAX - 1) + 1,
+    };
     let key = operation.key(&subject);
     let audit = |outcome: String| {
         let key = key.clone();

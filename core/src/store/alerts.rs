@@ -416,11 +416,13 @@ impl Alerts<'_> {
             }
         }
         if let Some(after) = thresholds.past_due_after {
-            // Stripe's seconds: failed at or before $1, and not canceled since (a canceled
-            // subscription's unpaid invoice is Stripe's to write off, nothing to chase).
+            // Stripe's seconds: failed at or before $1, and not ended since (the unpaid
+            // invoice of a canceled subscription, or of a first payment never completed, is
+            // Stripe's to write off: nothing to chase).
             const PAST_DUE: &str = "FROM subscriptions WHERE unpaid_since IS NOT NULL \
                                     AND unpaid_since <= $1 \
-                                    AND (status IS NULL OR status <> 'canceled')";
+                                    AND (status IS NULL \
+                                         OR status NOT IN ('canceled', 'incomplete_expired'))";
             let before = (now - ms(after)).div_euclid(1000);
             let (count, oldest): (i64, Option<i64>) = self
                 .pool

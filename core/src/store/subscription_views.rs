@@ -112,6 +112,19 @@ impl Subscriptions<'_> {
             .await?)
     }
 
+    /// The subscription the shop knows by `reference` (the latest, should Stripe hold two).
+    pub async fn by_ref(self, reference: &str) -> Result<Option<SubscriptionView>, StoreError> {
+        let statement = format!(
+            "SELECT {COLUMNS} FROM subscriptions s WHERE s.subscription_ref = $1 \
+             ORDER BY s.created_at DESC, s.subscription_id LIMIT 1"
+        );
+        Ok(self
+            .pool
+            .on()
+            .optional(sql(&statement).bind(reference))
+            .await?)
+    }
+
     /// Every grant of a subscription, the latest period first.
     pub async fn grants(self, subscription_id: &str) -> Result<Vec<GrantView>, StoreError> {
         const STATEMENT: &str = "SELECT g.period_start, g.period_end, g.step, g.invoice_id, \

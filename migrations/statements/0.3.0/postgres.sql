@@ -62,7 +62,7 @@ SELECT COUNT(*), MIN(expires_at) FROM credit_holds WHERE status IN ('active') AN
 SELECT COUNT(*), MIN(lease_expires_at) FROM processed_stripe_events WHERE (status = 'processing' AND lease_expires_at <= $1)
 SELECT COUNT(*), MIN(received_at) FROM processed_stripe_events WHERE (status = 'failed' AND resolved_at IS NULL) AND received_at <= $1
 SELECT COUNT(*), MIN(received_at) FROM processed_stripe_events WHERE status = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= $2) AND received_at <= $1 AND event_type NOT IN ('checkout.session.completed')
-SELECT COUNT(*), MIN(unpaid_since) FROM subscriptions WHERE unpaid_since IS NOT NULL AND unpaid_since <= $1 AND (status IS NULL OR status <> 'canceled')
+SELECT COUNT(*), MIN(unpaid_since) FROM subscriptions WHERE unpaid_since IS NOT NULL AND unpaid_since <= $1 AND (status IS NULL OR status NOT IN ('canceled'))
 SELECT COUNT(*), MIN(updated_at) FROM stripe_requests WHERE status = 'indeterminate' AND updated_at <= $1
 SELECT DISTINCT order_id FROM credit_ledger WHERE kind = 'unlock' AND order_id = ANY($1::text[])
 SELECT DISTINCT order_id FROM stripe_requests WHERE object_id = $1 AND operation NOT LIKE 'subscription%'
@@ -156,9 +156,10 @@ SELECT received_at FROM webhook_deliveries WHERE source = 'webhook' ORDER BY rec
 SELECT run_key FROM reconcile_runs WHERE id = $1
 SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE ($1 = '' OR s.status = $1) AND ($2 = '' OR s.plan = $2) AND ($3 = 0 OR s.unpaid_invoice IS NOT NULL OR s.status IN ('past_due')) ORDER BY s.updated_at DESC, s.subscription_id LIMIT $4
 SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE s.subscription_id = $1 OR s.subscription_ref = $1 ORDER BY (s.subscription_id = $1) DESC, s.created_at DESC LIMIT 1
+SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE s.subscription_ref = $1 ORDER BY s.created_at DESC, s.subscription_id LIMIT 1
 SELECT seq, event_id FROM bulk_redrive_items WHERE batch_id = $1 AND seq > $2 AND outcome IS NULL ORDER BY seq LIMIT $3
 SELECT state FROM bulk_redrives WHERE batch_id = $1
-SELECT subscription_id, customer_email FROM subscriptions WHERE unpaid_since IS NOT NULL AND unpaid_since <= $1 AND (status IS NULL OR status <> 'canceled') ORDER BY unpaid_since, subscription_id LIMIT $2
+SELECT subscription_id, customer_email FROM subscriptions WHERE unpaid_since IS NOT NULL AND unpaid_since <= $1 AND (status IS NULL OR status NOT IN ('canceled')) ORDER BY unpaid_since, subscription_id LIMIT $2
 SELECT subscription_ref, plan, customer_email, credits, amount, currency, billing_interval, checkout_generation, checkout_session_id, checkout_url, checkout_expires_at, created_at, updated_at FROM subscription_checkouts WHERE subscription_ref = $1
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY created_at, token_id
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL

@@ -76,6 +76,14 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
+    /// The same error, with `value` under `field` of its body.
+    pub(crate) fn with_detail(self, field: &'static str, value: serde_json::Value) -> ApiError {
+        ApiError {
+            detail: Some((field, value)),
+            ..self
+        }
+    }
+
     pub(crate) fn new(
         status: StatusCode,
         code: &'static str,
@@ -130,6 +138,7 @@ impl From<PaymentError> for ApiError {
         match error {
             PaymentError::UnknownPackage(_)
             | PaymentError::UnknownPlan(_)
+            | PaymentError::BadReference(_)
             | PaymentError::NoPrice(_)
             | PaymentError::BadEmail(_)
             | PaymentError::BadOrderId(_)

@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use claimcheck_core::audit::Actor;
 use claimcheck_core::payments::{
-    AskedSubscription, SubscriptionRequest, asked_subscription, cancel_subscription,
+    AskedSubscription, PaymentError, SubscriptionRequest, asked_subscription, cancel_subscription,
     open_subscription_checkout,
 };
 use claimcheck_core::{Store, StoreError, SubscriptionRef, SubscriptionView};
@@ -125,8 +125,10 @@ async fn create_subscription(
         plan: body.plan,
         customer_email: body.customer_email,
     };
-    let asked =
-        open_subscription_checkout(&state.store, stripe, &state.api.plans, urls, &request).await?;
+    let reference = request.subscription_ref.clone().unwrap_or_default();
+    let asked = open_subscription_checkout(&state.store, stripe, &state.api.plans, urls, &request)
+        .await
+        .map_err(|error| with_summary(error, &reference))?;
     let reference = SubscriptionRef::parse(asked.checkout.subscription_ref.as_str())
         .map_err(|e| ApiError::storage(StoreError::Inconsistent(e.to_string())))?;
     let summary = SubscriptionSummary::new(&reference, Some(&asked), asked.subscription.as_ref());
@@ -136,6 +138,29 @@ async fn create_subscription(
         StatusCode::OK
     };
     Ok((status, Json(summary)).into_response())
+}
+
+/// A refusal about a subscription carries it as `GET /api/subscriptions/{ref}` shows it.
+fn with_summary(error: PaymentError, reference: &str) -> ApiError {
+    let subscription = match &error {
+        PaymentError::Subscribed(s) | PaymentError::SubscriptionCanceled(s) => Some(s.clone()),
+        _ => None,
+    };
+    let api_error = ApiError::from(error);
+    match subscription {
+        Some(subscription) => {
+            let reference = subscription
+                .subscription_ref
+                .clone()
+                .unwrap_or_else(|| reference.to_owned());
+            let summary = match SubscriptionRef::parse(reference) {
+                Ok(reference) => SubscriptionSummary::new(&reference, None, Some(&subscription)),
+                Err(_) => return api_error,
+            };
+            api_error.with_detail("subscription", serde_json::json!(summary))
+        }
+        None => api_error,
+    }
 }
 
 /// What is known of `reference`: asked for through the API, told of by Stripe, or both.
@@ -153,10 +178,9 @@ async fn summary(store: &Store, reference: &str) -> Result<SubscriptionSummary, 
         Some(asked) => asked.subscription.clone(),
         None => store
             .subscriptions()
-            .get(reference.as_str())
+            .by_ref(reference.as_str())
             .await
-            .map_err(ApiError::storage)?
-            .filter(|s| s.subscription_ref.as_deref() == Some(reference.as_str())),
+            .map_err(ApiError::storage)?,
     };
     if asked.is_none() && subscription.is_none() {
         return Err(not_found());
@@ -238,7 +262,8 @@ async fn cancel(
         &Actor::Api(caller.token_id),
         &reason,
     )
-    .await?;
+    .await
+    .map_err(|error| with_summary(error, &reference))?;
     Ok(Json(CancelAnswer {
         subscription: summary(&state.store, &reference).await?,
         at_period_end: cancelled.at_period_end,

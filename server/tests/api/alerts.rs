@@ -406,7 +406,7 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
         ))
         .await;
     // Renewals that failed (Stripe's seconds): four days ago, one day ago, and five days ago
-    // on a subscription canceled since; one paid.
+    // on a subscription canceled since or never completed; one paid.
     let day = 86_400;
     let secs = now / 1000;
     app.db
@@ -416,6 +416,8 @@ async fn every_condition_is_read_from_the_database(backend: Backend) {
              VALUES ('sub_late', 'pia@example.ch', 'past_due', 'in_late', {late}, {now}, {now}), \
                     ('sub_recent', 'rea@example.ch', 'past_due', 'in_recent', {recent}, {now}, {now}), \
                     ('sub_gone', 'gil@example.ch', 'canceled', 'in_gone', {gone}, {now}, {now}), \
+                    ('sub_never', 'ned@example.ch', 'incomplete_expired', 'in_never', {gone}, \
+                     {now}, {now}), \
                     ('sub_paid', 'pam@example.ch', 'active', NULL, NULL, {now}, {now})",
             late = secs - 4 * day,
             recent = secs - day,

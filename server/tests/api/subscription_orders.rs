@@ -15,6 +15,7 @@ on_both_backends!(
     backend =>
     a_subscription_gets_one_checkout_session_until_it_starts,
     a_subscription_is_cancelled_once_per_kind,
+    a_refused_cancellation_is_asked_again_under_the_next_key,
 );
 
 async fn drain(app: &TestApp) {
@@ -116,6 +117,19 @@ async fn a_subscription_gets_one_checkout_session_until_it_starts(backend: Backe
             422,
             "invalid_order",
         ),
+        // A reference whose keys would read like another's, or like Stripe's id.
+        (
+            json!({ "plan": "thesis-monthly", "customer_email": "a@example.ch",
+                    "subscription_ref": "abo-7:2" }),
+            422,
+            "invalid_order",
+        ),
+        (
+            json!({ "plan": "thesis-monthly", "customer_email": "a@example.ch",
+                    "subscription_ref": "sub_1Qab70001Plan" }),
+            422,
+            "invalid_order",
+        ),
     ] {
         let answer = shop.post_api("/api/subscriptions", body.clone()).await;
         assert_eq!(answer.status(), status, "{body}");
@@ -194,7 +208,11 @@ async fn a_subscription_gets_one_checkout_session_until_it_starts(backend: Backe
     assert_eq!(late.status(), 409);
     let late: Value = late.json().await.unwrap();
     assert_eq!(late["error"], "subscription_active");
+    // As GET shows it.
     assert_eq!(late["subscription"]["subscription_id"], "sub_1Qab70001Plan");
+    assert_eq!(late["subscription"]["subscription_ref"], "abo-7");
+    assert_eq!(late["subscription"]["cancel_at_period_end"], false);
+    assert_eq!(late["subscription"]["credits_granted"], 40);
     assert_eq!(sessions_logged(&shop).await.len(), 2);
 }
 
@@ -223,16 +241,7 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
     assert_eq!(unknown.status(), 404);
 
     // The customer paid: Stripe has the subscription, and told us.
-    let started: Value = reqwest::Client::new()
-        .post(format!("{}/_sim/subscriptions", shop.sim_url()))
-        .json(&json!({ "subscription_ref": "abo-9", "customer_email": "abo9@example.ch" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = started["id"].as_str().unwrap().to_owned();
+    let id = start_at_stripe(&shop, json!({ "subscription_ref": "abo-9" })).await;
     let created = event_of("customer.subscription.created", "ab9", "abo-9", Some(&id));
     assert_eq!(shop.app.deliver(&created).await.status(), 200);
     drain(&shop.app).await;
@@ -254,7 +263,7 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
         assert_eq!(answer["sent_now"], sent_now);
         assert_eq!(answer["subscription"]["subscription_id"], id.as_str());
     }
-    // Now, from the command line (an operator), twice.
+    // Now, from the command line (an operator).
     let sim_url = shop.sim_url();
     let env = [
         ("STRIPE_API_KEY", "sk_test_claimcheck"),
@@ -269,18 +278,45 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
         "chargeback risk",
         "--json",
     ];
-    for sent_now in [true, false] {
+    let cancel_now = || async {
         let (code, stdout, stderr) = shop.app.cli_with(&args, &env).await;
         assert_eq!(code, 0, "{stderr}");
-        let out: Value = serde_json::from_str(&stdout).unwrap();
-        assert_eq!(out["idempotency_key"], "subscription-cancel:abo-9:now");
-        assert_eq!(out["sent_now"], sent_now);
-    }
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let out = cancel_now().await;
+    assert_eq!(out["idempotency_key"], "subscription-cancel:abo-9:now");
+    assert_eq!(out["sent_now"], true);
+    // Stripe's events of both changes reach Claimcheck: the status follows them.
+    deliver_sim_events(&shop, &id).await;
+    let shown: Value = shop
+        .get_api("/api/subscriptions/abo-9")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["status"], "canceled");
+    // Asked again once canceled, either kind: Stripe's answer under the same key, nothing new.
+    let again = cancel_now().await;
+    assert_eq!(again["sent_now"], false);
+    let other = shop
+        .post_api(
+            "/api/subscriptions/abo-9/cancel",
+            json!({ "at_period_end": false, "reason": "x" }),
+        )
+        .await;
+    assert_eq!(other.status(), 200);
+    let late = shop
+        .post_api(
+            "/api/subscriptions/abo-9/cancel",
+            json!({ "at_period_end": true }),
+        )
+        .await;
+    assert_eq!(late.status(), 200, "the period-end cancel succeeded before");
     let calls: Vec<(String, String, String)> = shop
         .log()
         .await
         .into_iter()
-        .filter(|e| e.path.starts_with("/v1/subscriptions/"))
+        .filter(|e| e.path.starts_with("/v1/subscriptions/") && e.outcome == "performed")
         .map(|e| (e.method, e.path, e.idempotency_key.unwrap_or_default()))
         .collect();
     let path = format!("/v1/subscriptions/{id}");
@@ -299,9 +335,6 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
             ),
         ]
     );
-    let at_stripe = shop.objects("subscriptions").await;
-    assert_eq!(at_stripe[0]["status"], "canceled");
-    assert_eq!(at_stripe[0]["cancel_at_period_end"], true);
     // Audited: who (the shop's token, the operator), what and the key.
     let audited = shop
         .app
@@ -311,7 +344,6 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
              WHERE action = 'subscription_cancel' ORDER BY id",
         )
         .await;
-    assert_eq!(audited.len(), 8, "{audited:?}");
     assert!(audited[0].starts_with("api:"), "{audited:?}");
     assert!(audited[1].ends_with("subscription-cancel:abo-9:period-end: succeeded"));
     assert!(audited[3].ends_with("period-end: sent before under this key"));
@@ -320,7 +352,23 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
         "{audited:?}"
     );
     assert!(audited[5].ends_with("subscription-cancel:abo-9:now: succeeded"));
-    // The requests are the subscription's: never on an order's page.
+    // The requests are the subscription's, never an order's of the same name.
+    shop.app
+        .db
+        .execute(
+            "INSERT INTO orders (order_id, credits, status, payment_status, created_at, updated_at) \
+             VALUES ('abo-9', 40, 'awaiting_payment', 'unpaid', 1, 1)",
+        )
+        .await;
+    assert!(
+        shop.app
+            .store
+            .stripe_requests()
+            .for_order("abo-9")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         shop.app
             .store
@@ -331,4 +379,78 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
             .len(),
         3
     );
+}
+
+/// Stripe has a subscription (`POST /_sim/subscriptions`): its id.
+async fn start_at_stripe(shop: &Shop, body: Value) -> String {
+    let started: Value = reqwest::Client::new()
+        .post(format!("{}/_sim/subscriptions", shop.sim_url()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    started["id"].as_str().unwrap().to_owned()
+}
+
+/// Delivers what the simulator's changes of `subscription` made, as Stripe would.
+async fn deliver_sim_events(shop: &Shop, subscription: &str) {
+    let events: Vec<Value> = reqwest::get(format!("{}/_sim/events", shop.sim_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for event in events {
+        if event["data"]["object"]["id"] == subscription {
+            let response = shop.app.deliver(&serde_json::to_vec(&event).unwrap()).await;
+            assert_eq!(response.status(), 200);
+        }
+    }
+    drain(&shop.app).await;
+}
+
+/// Stripe refused a cancellation (it did not know the subscription yet): once that is mended,
+/// asking again sends the next key instead of replaying the refusal for ever.
+async fn a_refused_cancellation_is_asked_again_under_the_next_key(backend: Backend) {
+    let shop = shop(backend).await;
+    let created = event_of("customer.subscription.created", "ab8", "abo-8", None);
+    assert_eq!(shop.app.deliver(&created).await.status(), 200);
+    drain(&shop.app).await;
+    let refused = shop
+        .post_api("/api/subscriptions/abo-8/cancel", json!({}))
+        .await;
+    assert_eq!(refused.status(), 502);
+    assert_eq!(
+        refused.json::<Value>().await.unwrap()["error"],
+        "stripe_rejected"
+    );
+    start_at_stripe(
+        &shop,
+        json!({ "id": "sub_1Qab80001Plan", "subscription_ref": "abo-8" }),
+    )
+    .await;
+    let answer = shop
+        .post_api("/api/subscriptions/abo-8/cancel", json!({}))
+        .await;
+    assert_eq!(answer.status(), 200);
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(
+        answer["idempotency_key"],
+        "subscription-cancel:abo-8:period-end:2"
+    );
+    assert_eq!(answer["sent_now"], true);
+    let again: Value = shop
+        .post_api("/api/subscriptions/abo-8/cancel", json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        again["idempotency_key"],
+        "subscription-cancel:abo-8:period-end:2"
+    );
+    assert_eq!(again["sent_now"], false);
 }
