@@ -243,30 +243,8 @@ pub async fn open_checkout(
     let operation = Operation::CheckoutSession {
         generation: order.checkout_generation,
     };
-    let sent = api
-        .send(store, operation, &order_id, &session, |s| {
-            s.id.as_str().to_owned()
-        })
-        .await?;
-    let (session_id, url, expires_at) = match sent {
-        Sent::Answered(session) => (
-            session.id.as_str().to_owned(),
-            session.url,
-            session.expires_at,
-        ),
-        // Created before, but the process stopped before the order learnt its URL: read the
-        // session back (a GET, nothing is created).
-        Sent::AlreadySucceeded(record) => {
-            let id = record.object_id.ok_or_else(|| {
-                StoreError::Inconsistent(format!(
-                    "{} succeeded without an object",
-                    record.idempotency_key
-                ))
-            })?;
-            let session = api.retrieve_checkout_session(&id).await?;
-            (id, session.url, session.expires_at)
-        }
-    };
+    let (session_id, url, expires_at) =
+        send_session(store, api, operation, &order_id, &session).await?;
     store
         .orders()
         .set_checkout_session(
@@ -280,6 +258,40 @@ pub async fn open_checkout(
     Ok(Checkout {
         order: existing_order(store, &order_id).await?,
         created,
+    })
+}
+
+/// Sends `session` for `subject` under `operation`'s key: the session's id, URL and expiry
+/// (unix seconds). A session created before whose caller stopped before it learnt the URL is
+/// read back (a GET, nothing is created).
+pub(crate) async fn send_session(
+    store: &Store,
+    api: &StripeApi,
+    operation: Operation,
+    subject: &impl AsRef<str>,
+    session: &CreateCheckoutSession,
+) -> Result<(String, Option<String>, i64), PaymentError> {
+    let sent = api
+        .send(store, operation, subject, session, |s| {
+            s.id.as_str().to_owned()
+        })
+        .await?;
+    Ok(match sent {
+        Sent::Answered(session) => (
+            session.id.as_str().to_owned(),
+            session.url,
+            session.expires_at,
+        ),
+        Sent::AlreadySucceeded(record) => {
+            let id = record.object_id.ok_or_else(|| {
+                StoreError::Inconsistent(format!(
+                    "{} succeeded without an object",
+                    record.idempotency_key
+                ))
+            })?;
+            let session = api.retrieve_checkout_session(&id).await?;
+            (id, session.url, session.expires_at)
+        }
     })
 }
 

@@ -16,7 +16,7 @@ use stripe_checkout::checkout_session::{
 use stripe_client_core::{RequestBuilder, StripeMethod, StripeRequest};
 use stripe_types::Currency;
 
-use super::{CheckoutUrls, EXPIRY_MARGIN_MS, PaymentError, check_email};
+use super::{CheckoutUrls, EXPIRY_MARGIN_MS, PaymentError, check_email, send_session};
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::billing::{Interval, Plans};
 use crate::clock::now_ms;
@@ -203,29 +203,8 @@ async fn open_session(
     let operation = Operation::SubscriptionCheckout {
         generation: checkout.checkout_generation,
     };
-    let sent = api
-        .send(store, operation, reference, &session, |s| {
-            s.id.as_str().to_owned()
-        })
-        .await?;
-    let (session_id, url, expires_at) = match sent {
-        Sent::Answered(session) => (
-            session.id.as_str().to_owned(),
-            session.url,
-            session.expires_at,
-        ),
-        // Created before, but the process stopped before it learnt the URL: read it back.
-        Sent::AlreadySucceeded(record) => {
-            let id = record.object_id.ok_or_else(|| {
-                StoreError::Inconsistent(format!(
-                    "{} succeeded without an object",
-                    record.idempotency_key
-                ))
-            })?;
-            let session = api.retrieve_checkout_session(&id).await?;
-            (id, session.url, session.expires_at)
-        }
-    };
+    let (session_id, url, expires_at) =
+        send_session(store, api, operation, reference, &session).await?;
     store
         .subscriptions()
         .set_checkout_session(

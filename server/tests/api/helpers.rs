@@ -442,6 +442,33 @@ impl TestApp {
         )
     }
 
+    /// Runs `worker` until every claim is processed (money that came before its order is
+    /// retried once the order is known), for at most ten seconds.
+    pub async fn settle(&self, worker: &claimcheck_core::worker::Worker) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            while !worker.run_once().await.unwrap().is_empty() {}
+            let open = self
+                .db
+                .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
+                .await;
+            if open == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "claims left: {:?}",
+                self.db
+                    .texts(
+                        "SELECT event_id || ' ' || status || ' ' || COALESCE(last_error, '') \
+                         FROM processed_stripe_events WHERE status <> 'processed'"
+                    )
+                    .await
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     /// [`TestApp::cli`] that must succeed, its stdout read as JSON.
     pub async fn cli_json(&self, args: &[&str]) -> serde_json::Value {
         let (code, stdout, stderr) = self.cli(args).await;

@@ -155,31 +155,9 @@ fn worker(app: &TestApp) -> Worker {
 }
 
 /// Works until every claim is processed (refunds that came before their order are retried
-/// once it is known), for at most ten seconds.
+/// once it is known).
 async fn settle(app: &TestApp) {
-    let worker = worker(app);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        while !worker.run_once().await.unwrap().is_empty() {}
-        let open = app
-            .db
-            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
-            .await;
-        if open == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "claims left: {:?}",
-            app.db
-                .texts(
-                    "SELECT event_id || ' ' || status || ' ' || COALESCE(last_error, '') \
-                     FROM processed_stripe_events WHERE status <> 'processed'"
-                )
-                .await
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    app.settle(&worker(app)).await;
 }
 
 async fn order(app: &TestApp, order: &Order) -> claimcheck_core::OrderView {

@@ -541,24 +541,6 @@ fn invoice_charge(tag: &str, n: u32, kind: &str, object: serde_json::Value) -> V
     .unwrap()
 }
 
-/// Works until every claim is processed: money that came before its invoice was paid waits
-/// (retried) until the invoice is an order.
-async fn settle(app: &TestApp, worker: &Worker) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        while !worker.run_once().await.unwrap().is_empty() {}
-        let open = app
-            .db
-            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
-            .await;
-        if open == 0 {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "{open} claims left");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 async fn money_that_came_before_the_invoice_was_paid_settles_on_its_grant(app: TestApp) {
     let worker = worker(&app.store);
     let pi = "pi_1Qmny0001";
@@ -600,7 +582,7 @@ async fn money_that_came_before_the_invoice_was_paid_settles_on_its_grant(app: T
                    "payment": { "type": "payment_intent", "payment_intent": pi } }],
     });
     deliver(&app, &serde_json::to_vec(&paid).unwrap()).await;
-    settle(&app, &worker).await;
+    app.settle(&worker).await;
     // 40 granted, 20 revoked by the refund, the other 20 held by the dispute.
     assert_eq!(credits(&app, "abo-mny@example.ch").await, 0);
     // (The refund and the dispute settle in either order: each kind's sum is what counts.)
@@ -630,7 +612,7 @@ async fn money_that_came_before_the_invoice_was_paid_settles_on_its_grant(app: T
     let won = invoice_charge("mny", 3, "charge.dispute.closed", dispute("won"));
     deliver(&app, &won).await;
     deliver(&app, &won).await;
-    settle(&app, &worker).await;
+    app.settle(&worker).await;
     assert_eq!(credits(&app, "abo-mny@example.ch").await, 20);
 }
 
