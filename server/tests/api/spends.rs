@@ -935,21 +935,11 @@ fn answer_of(
     }
 }
 
+/// The binary on the shop's database, with its packages.
 async fn cli(shop: &Shop, args: &[&str]) -> (i32, String, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_claimcheck"))
-        .args(args)
-        .env("DATABASE_URL", shop.app.db.url())
-        .env("CLAIMCHECK_PACKAGES", PACKAGES)
-        .env("RUST_LOG", "warn")
-        .env("USER", "support-sam")
-        .output()
+    shop.app
+        .cli_with(args, &[("CLAIMCHECK_PACKAGES", PACKAGES)])
         .await
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 async fn support_moves_credits_from_the_command_line_once_per_key(backend: Backend) {
