@@ -18,6 +18,8 @@
 //!   (`charge.dispute.created`) and `POST /_sim/disputes/{id}/close` closes it won or lost
 //!   (`charge.dispute.closed`). `GET /_sim/events` lists the events made, oldest first, for
 //!   the caller to deliver.
+//! - Billing (`billing`): a paid `mode=subscription` session starts a subscription; test
+//!   clocks renew it period by period, with failed payments, retries and plan changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -37,8 +39,10 @@ use tokio::net::TcpListener;
 
 use crate::SimError;
 
+mod billing;
 mod events;
 
+use billing::{Billing, SessionPlan};
 use events::{DeliveryState, Endpoint, Outage};
 
 /// What a fault does to the answer of an operation that has been performed.
@@ -117,6 +121,13 @@ struct SimState {
     charges: HashMap<String, Charge>,
     disputes: BTreeMap<String, Value>,
     subscriptions: BTreeMap<String, Value>,
+    /// How each subscription started by a paid session is billed.
+    billing: HashMap<String, Billing>,
+    /// What each `mode=subscription` session starts once paid.
+    session_plans: HashMap<String, SessionPlan>,
+    invoices: BTreeMap<String, Value>,
+    /// Test clocks and their frozen time (unix seconds).
+    clocks: BTreeMap<String, i64>,
     /// Event objects made by the operations above, oldest first.
     events: Vec<Value>,
     /// Where events are delivered, and how each delivery stands.
@@ -164,12 +175,17 @@ impl SimState {
 
     /// Records an Event object about `object`, as Stripe makes one per change.
     fn event(&mut self, kind: &str, object: Value) -> Value {
+        self.event_at(kind, object, now_ms() / 1000)
+    }
+
+    /// Likewise, `created` at `at` (unix seconds: a test clock's time).
+    fn event_at(&mut self, kind: &str, object: Value, at: i64) -> Value {
         let id = self.next("evt");
         let event = json!({
             "id": id,
             "object": "event",
             "type": kind,
-            "created": now_ms() / 1000,
+            "created": at,
             "livemode": false,
             "api_version": "2025-03-31.basil",
             "pending_webhooks": 1,
@@ -342,10 +358,13 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), SimE
     let router = Router::new()
         .route("/v1/checkout/sessions", post(create_session))
         .route("/v1/checkout/sessions/{id}", get(retrieve_session))
+        .route("/v1/checkout/sessions/{id}/expire", post(expire_session))
         .route("/v1/refunds", post(create_refund))
         .route(
             "/v1/subscriptions/{id}",
-            post(update_subscription).delete(delete_subscription),
+            get(retrieve_subscription)
+                .post(update_subscription)
+                .delete(delete_subscription),
         )
         .route("/_sim/subscriptions", post(start_subscription))
         .route("/_sim/log", get(log))
@@ -356,12 +375,14 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), SimE
         .route("/_sim/disputes", post(open_dispute))
         .route("/_sim/disputes/{id}/close", post(close_dispute))
         .merge(events::router())
+        .merge(billing::router())
         .fallback(not_found)
         .with_state(sim.clone());
     Ok((router, sim))
 }
 
-/// An armed fault for a GET endpoint (`/v1/events`): a 429 or a 500 instead of the answer.
+/// An armed fault for a GET endpoint (`/v1/events`, a Checkout Session): a 429 or a 500
+/// instead of the answer.
 fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
     let mut state = sim.lock();
     let fault = state
@@ -445,6 +466,48 @@ async fn create_refund(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) 
     handle_post(sim, "/v1/refunds", headers, body, perform_refund).await
 }
 
+/// `POST /v1/checkout/sessions/{id}/expire`: an open session can no longer be paid (what
+/// Stripe does itself at its `expires_at`); a paid or expired one answers 400, as at Stripe.
+async fn expire_session(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = format!("/v1/checkout/sessions/{id}/expire");
+    let operation = move |state: &mut SimState, _: &str, _: &BTreeMap<String, String>| {
+        let Some(mut session) = state.sessions.get(&id).cloned() else {
+            return stripe_error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                Some("resource_missing"),
+                &format!("No such checkout.session: '{id}'"),
+            );
+        };
+        if session["status"] != "open" {
+            return stripe_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                None,
+                &format!(
+                    "Only Checkout Sessions with a status in [\"open\"] can be expired. This \
+                     Checkout Session has a status of {}.",
+                    session["status"].as_str().unwrap_or("unknown")
+                ),
+            );
+        }
+        session["status"] = json!("expired");
+        state.sessions.insert(id.clone(), session.clone());
+        state.event("checkout.session.expired", session.clone());
+        Answer {
+            status: StatusCode::OK,
+            body: session,
+            request_id: String::new(),
+        }
+    };
+    handle(sim, "POST", &path, headers, body, operation).await
+}
+
 /// `POST /v1/subscriptions/{id}`: the simulator changes only `cancel_at_period_end`.
 async fn update_subscription(
     State(sim): State<Sim>,
@@ -507,13 +570,13 @@ fn change_subscription(
         );
     }
     let kind = change(&mut subscription);
-    state
-        .subscriptions
-        .insert(id.to_owned(), subscription.clone());
-    state.event(kind, subscription.clone());
+    state.subscriptions.insert(id.to_owned(), subscription);
+    let at = state.stamp(id);
+    let object = state.subscription_object(id);
+    state.event_at(kind, object.clone(), at);
     Answer {
         status: StatusCode::OK,
-        body: subscription,
+        body: object,
         request_id: String::new(),
     }
 }
@@ -867,6 +930,9 @@ fn perform_session(
         Err(answer) => return answer,
     };
     let id = state.next("cs_test");
+    if let Some(plan) = SessionPlan::of(params) {
+        state.session_plans.insert(id.clone(), plan);
+    }
     let session = json!({
         "id": id,
         "object": "checkout.session",
@@ -1049,7 +1115,35 @@ async fn retrieve_session(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !authorized(&headers) {
+    let path = format!("/v1/checkout/sessions/{id}");
+    retrieve(&sim, &headers, &path, "checkout.session", &id, |state| {
+        state.sessions.get(&id).cloned()
+    })
+}
+
+/// `GET /v1/subscriptions/{id}`.
+async fn retrieve_subscription(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/v1/subscriptions/{id}");
+    retrieve(&sim, &headers, &path, "subscription", &id, |state| {
+        state.subscriptions.get(&id).cloned()
+    })
+}
+
+/// A GET of one object (`kind` as Stripe names it in a 404): authorized, through the armed
+/// faults of `path`.
+fn retrieve(
+    sim: &Sim,
+    headers: &HeaderMap,
+    path: &str,
+    kind: &str,
+    id: &str,
+    find: impl FnOnce(&SimState) -> Option<Value>,
+) -> Response {
+    if !authorized(headers) {
         let answer = stripe_error(
             StatusCode::UNAUTHORIZED,
             "invalid_request_error",
@@ -1058,15 +1152,18 @@ async fn retrieve_session(
         );
         return respond(&answer, false);
     }
-    let session = sim.lock().sessions.get(&id).cloned();
-    match session {
-        Some(session) => Json(session).into_response(),
+    if let Some(fault) = take_get_fault(sim, path) {
+        return fault;
+    }
+    let found = find(&sim.lock());
+    match found {
+        Some(object) => Json(object).into_response(),
         None => respond(
             &stripe_error(
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
                 Some("resource_missing"),
-                &format!("No such checkout.session: '{id}'"),
+                &format!("No such {kind}: '{id}'"),
             ),
             false,
         ),
@@ -1080,8 +1177,9 @@ async fn not_found() -> Response {
             "invalid_request_error",
             None,
             "Unrecognized request URL. The Claimcheck Stripe simulator knows \
-             POST /v1/checkout/sessions, GET /v1/checkout/sessions/{id}, POST /v1/refunds and \
-             POST and DELETE /v1/subscriptions/{id}.",
+             POST /v1/checkout/sessions, GET /v1/checkout/sessions/{id}, POST \
+             /v1/checkout/sessions/{id}/expire, POST /v1/refunds and \
+             GET, POST and DELETE /v1/subscriptions/{id}.",
         ),
         false,
     )
@@ -1097,7 +1195,12 @@ async fn objects(State(sim): State<Sim>) -> Json<Value> {
         "checkout_sessions": state.sessions.values().collect::<Vec<_>>(),
         "refunds": state.refunds.values().collect::<Vec<_>>(),
         "disputes": state.disputes.values().collect::<Vec<_>>(),
-        "subscriptions": state.subscriptions.values().collect::<Vec<_>>(),
+        "subscriptions": state
+            .subscriptions
+            .keys()
+            .map(|id| state.subscription_object(id))
+            .collect::<Vec<_>>(),
+        "invoices": state.invoices.values().collect::<Vec<_>>(),
     }))
 }
 

@@ -6,6 +6,7 @@
 //! - `POST /v1/webhook_endpoints` (`url`) registers an endpoint and answers its `secret`.
 //! - `POST /_sim/checkout/sessions/{id}/pay` `{"outcome": "card"|"sepa_ok"|"sepa_fail"}`: the
 //!   customer pays; the events Stripe makes follow (async results after a simulated delay).
+//!   A `mode=subscription` session starts its subscription (see `billing`).
 //! - `POST /_sim/outage` `{"seconds", "mode": "refused"|"error500"|"timeout"}`: deliveries
 //!   fail for a while.
 //! - `POST /_sim/webhooks` `{"url", "secret"}` registers an endpoint whose secret the caller
@@ -389,6 +390,9 @@ async fn add_known_endpoint(State(sim): State<Sim>, Json(new): Json<KnownEndpoin
 struct Payment {
     /// card | sepa_ok | sepa_fail
     outcome: String,
+    /// A subscription's session: the test clock its subscription runs on.
+    #[serde(default)]
+    test_clock: Option<String>,
 }
 
 /// The customer pays a Checkout Session.
@@ -407,6 +411,23 @@ async fn pay(
         };
         if session["status"] == "complete" {
             return sim_error(StatusCode::BAD_REQUEST, "The session is paid already.");
+        }
+        if session["status"] == "expired" {
+            return sim_error(StatusCode::BAD_REQUEST, "The session has expired.");
+        }
+        if let Some(plan) = state.session_plans.get(&id).cloned() {
+            // A subscription's session: its subscription and first invoice (card only).
+            if payment.outcome != "card" {
+                return sim_error(
+                    StatusCode::BAD_REQUEST,
+                    "a subscription's session is paid by card",
+                );
+            }
+            if let Err(error) = state.start_subscription(&mut session, plan, payment.test_clock) {
+                return sim_error(StatusCode::BAD_REQUEST, &error);
+            }
+            state.sessions.insert(id, session);
+            return StatusCode::NO_CONTENT.into_response();
         }
         let intent = format!("pi_{}", id.trim_start_matches("cs_"));
         let card = payment.outcome == "card";
