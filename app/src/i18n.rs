@@ -558,6 +558,9 @@ mod server_words {
                 PaymentError::NoSuchSubscription(id) => {
                     td_string!(locale, messages.no_subscription, id)
                 }
+                PaymentError::CheckoutCompleted(subject, session) => {
+                    td_string!(locale, messages.checkout_completed, subject, session)
+                }
                 PaymentError::NotSubscribed(id) => {
                     td_string!(locale, messages.subscription_not_started, id)
                 }

@@ -122,6 +122,13 @@ pub enum PaymentError {
         amount: i64,
         currency: String,
     },
+    /// Its Checkout Session is past its `expires_at` here, but Stripe says it was completed:
+    /// the payment's event has not been processed yet, and a new session could be paid twice.
+    #[error(
+        "{0}: Stripe says its Checkout Session {1} was completed; the payment's event has not \
+         been processed yet, so no new session is opened"
+    )]
+    CheckoutCompleted(String, String),
     /// The order is paid, refunded, disputed or failed: no new Checkout Session is opened.
     #[error("order {} is {}: nothing is left to pay", .0.order_id, .0.status)]
     Settled(Box<OrderView>),
@@ -149,6 +156,38 @@ pub(crate) fn check_email(email: &str) -> Result<String, PaymentError> {
 /// opened only this long after that, so that a payment finishing at the last second is never
 /// made twice.
 pub(crate) const EXPIRY_MARGIN_MS: i64 = 10 * 60 * 1000;
+
+/// Whether the Checkout Session of `subject` recorded to expire at `expires_at` (ms) must be
+/// replaced by a new one. Only once its time (and the margin) is past, and only on Stripe's
+/// word: a GET of the session must say `expired`. A session Stripe says was completed is
+/// [`PaymentError::CheckoutCompleted`] (its event is on its way: a new session would let the
+/// customer pay twice); one Stripe still calls open is kept. Stripe unreachable is an error,
+/// and nothing is replaced.
+pub(crate) async fn session_needs_replacing(
+    api: &StripeApi,
+    subject: &str,
+    session_id: Option<&str>,
+    expires_at: Option<i64>,
+    now: i64,
+) -> Result<bool, PaymentError> {
+    use stripe_checkout::CheckoutSessionStatus;
+
+    if expires_at.is_none_or(|at| now <= at.saturating_add(EXPIRY_MARGIN_MS)) {
+        return Ok(false);
+    }
+    let Some(session_id) = session_id else {
+        return Ok(true);
+    };
+    let session = api.retrieve_checkout_session(session_id).await?;
+    match session.status {
+        Some(CheckoutSessionStatus::Expired) => Ok(true),
+        Some(CheckoutSessionStatus::Complete) => Err(PaymentError::CheckoutCompleted(
+            subject.to_owned(),
+            session_id.to_owned(),
+        )),
+        _ => Ok(false),
+    }
+}
 
 /// Records the order (unless it exists) and opens its Checkout Session (unless it has one).
 /// Asking again for the same order returns the same session: the key is
@@ -192,9 +231,14 @@ pub async fn open_checkout(
         return Err(PaymentError::Settled(Box::new(order)));
     }
     let now = now_ms();
-    let expired = order
-        .checkout_expires_at
-        .is_some_and(|at| now > at.saturating_add(EXPIRY_MARGIN_MS));
+    let expired = session_needs_replacing(
+        api,
+        order_id.as_str(),
+        order.checkout_session_id.as_deref(),
+        order.checkout_expires_at,
+        now,
+    )
+    .await?;
     if expired {
         // Of two callers at once, one moves the order to the next generation; both then send
         // that generation's key.

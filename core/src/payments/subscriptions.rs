@@ -16,7 +16,7 @@ use stripe_checkout::checkout_session::{
 use stripe_client_core::{RequestBuilder, StripeMethod, StripeRequest};
 use stripe_types::Currency;
 
-use super::{CheckoutUrls, EXPIRY_MARGIN_MS, PaymentError, check_email, send_session};
+use super::{CheckoutUrls, PaymentError, check_email, send_session, session_needs_replacing};
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::billing::{Interval, Plans};
 use crate::clock::now_ms;
@@ -120,10 +120,15 @@ pub async fn open_subscription_checkout(
     };
     let mut checkout = existing(store, &reference).await?;
     let now = now_ms();
-    if checkout
-        .checkout_expires_at
-        .is_some_and(|at| now > at.saturating_add(EXPIRY_MARGIN_MS))
-    {
+    let expired = session_needs_replacing(
+        api,
+        reference.as_str(),
+        checkout.checkout_session_id.as_deref(),
+        checkout.checkout_expires_at,
+        now,
+    )
+    .await?;
+    if expired {
         store
             .subscriptions()
             .expire_checkout(&reference, checkout.checkout_generation, now)

@@ -164,6 +164,10 @@ impl From<PaymentError> for ApiError {
                 detail: Some(("subscription", json!(subscription))),
                 ..ApiError::new(StatusCode::CONFLICT, "subscription_active", message)
             },
+            // Stripe has the payment; its event has not been processed: retry later.
+            PaymentError::CheckoutCompleted(..) => {
+                ApiError::new(StatusCode::CONFLICT, "checkout_completed", message)
+            }
             PaymentError::NotSubscribed(_) => {
                 ApiError::new(StatusCode::CONFLICT, "subscription_not_started", message)
             }

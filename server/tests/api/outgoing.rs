@@ -34,6 +34,7 @@ on_both_backends!(
     a_refund_for_more_than_is_left_is_refused_before_sending,
     the_order_api_never_opens_a_second_session_for_a_settled_order,
     an_expired_session_is_replaced_under_the_next_key,
+    a_session_paid_before_its_event_came_is_never_replaced,
     a_refund_left_without_an_answer_is_listed_where_its_alert_points,
 );
 
@@ -161,6 +162,29 @@ impl Shop {
             .unwrap()
             .status();
         assert_eq!(status, 204);
+    }
+
+    async fn clear_faults(&self) {
+        let cleared = reqwest::Client::new()
+            .delete(format!("{}/_sim/faults", self.sim.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert!(cleared.status().is_success());
+    }
+
+    /// Stripe expires the Checkout Session (what it does at its `expires_at`).
+    pub(crate) async fn expire_at_stripe(&self, session_id: &str) {
+        let expired = reqwest::Client::new()
+            .post(format!(
+                "{}/v1/checkout/sessions/{session_id}/expire",
+                self.sim.base_url()
+            ))
+            .bearer_auth("sk_test_shop")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(expired.status(), 200);
     }
 
     async fn latency(&self, ms: u64) {
@@ -1207,13 +1231,20 @@ async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
     // Still open: the same session again.
     let same: Value = shop.post_order(body.clone()).await.json().await.unwrap();
     assert_eq!(same["checkout_session_id"], first["checkout_session_id"]);
-    // Stripe expired it a day later (plus the safety margin).
+    // A day later (plus the safety margin) by our clock, but Stripe still calls it open:
+    // kept, and only a GET of the session was sent.
     shop.app
         .db
         .execute(&format!(
             "UPDATE orders SET checkout_expires_at = {} WHERE order_id = 'ord_late'",
             now_ms() - 3_600_000
         ))
+        .await;
+    let kept: Value = shop.post_order(body.clone()).await.json().await.unwrap();
+    assert_eq!(kept["checkout_session_id"], first["checkout_session_id"]);
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 1);
+    // Stripe expired it: replaced under the next key.
+    shop.expire_at_stripe(first["checkout_session_id"].as_str().unwrap())
         .await;
     let renewed = shop.post_order(body.clone()).await;
     assert_eq!(renewed.status(), 200);
@@ -1246,6 +1277,78 @@ async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
     let kept: Value = shop.post_order(body).await.json().await.unwrap();
     assert_eq!(kept["checkout_session_id"], renewed["checkout_session_id"]);
     assert_eq!(shop.objects("checkout_sessions").await.len(), 2);
+}
+
+/// The customer paid at Stripe at the last second and the payment's event has not been
+/// processed: past its expiry by our clock, the session is not replaced (the customer would
+/// pay twice) but answered 409 until the event comes; the event then settles the order. Stripe
+/// unreachable: 503, and nothing replaced.
+async fn a_session_paid_before_its_event_came_is_never_replaced(backend: Backend) {
+    let shop = shop(backend).await;
+    let body = json!({
+        "order_id": "ord_last_second",
+        "package": "thesis-40",
+        "customer_email": "anna@example.ch",
+    });
+    let first: Value = shop.post_order(body.clone()).await.json().await.unwrap();
+    let session = first["checkout_session_id"].as_str().unwrap().to_owned();
+    shop.app
+        .db
+        .execute(&format!(
+            "UPDATE orders SET checkout_expires_at = {} WHERE order_id = 'ord_last_second'",
+            now_ms() - 3_600_000
+        ))
+        .await;
+    shop.arm(
+        &format!("/v1/checkout/sessions/{session}"),
+        FaultMode::Error500,
+        4,
+        0,
+    )
+    .await;
+    let away = shop.post_order(body.clone()).await;
+    assert_eq!(away.status(), 503);
+    let away: Value = away.json().await.unwrap();
+    assert_eq!(away["error"], "stripe_unavailable", "{away}");
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 1);
+    shop.clear_faults().await;
+
+    let paid = reqwest::Client::new()
+        .post(format!(
+            "{}/_sim/checkout/sessions/{session}/pay",
+            shop.sim.base_url()
+        ))
+        .json(&json!({ "outcome": "card" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), 204);
+    for _ in 0..2 {
+        let again = shop.post_order(body.clone()).await;
+        assert_eq!(again.status(), 409);
+        let again: Value = again.json().await.unwrap();
+        assert_eq!(again["error"], "checkout_completed", "{again}");
+        assert!(
+            again["message"].as_str().unwrap().contains(&session),
+            "{again}"
+        );
+    }
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 1);
+    let order = shop
+        .app
+        .store
+        .orders()
+        .get(&OrderId::parse("ord_last_second").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(order.checkout_generation, 1);
+    assert!(order.stripe_requests.iter().all(|r| r.expired_at.is_none()));
+    // Its event comes: the order is paid, and stays the one order.
+    shop.paid_order_of_existing("ord_last_second").await;
+    let settled: Value = shop.post_order(body).await.json().await.unwrap();
+    assert_eq!(settled["error"], "order_settled", "{settled}");
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 1);
 }
 
 /// Every attempt's answer lost on the way back: the refund is left indeterminate, listed on

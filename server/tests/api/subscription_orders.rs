@@ -151,7 +151,7 @@ async fn a_subscription_gets_one_checkout_session_until_it_starts(backend: Backe
     assert_eq!(shown["status"], "awaiting_payment");
     assert_eq!(shown["checkout_url"], first["checkout_url"]);
 
-    // Stripe expired the session unpaid: the next ask opens one under the next key.
+    // Past its expiry by our clock, but open at Stripe: kept.
     shop.app
         .db
         .execute(&format!(
@@ -159,6 +159,17 @@ async fn a_subscription_gets_one_checkout_session_until_it_starts(backend: Backe
              WHERE subscription_ref = 'abo-7'",
             claimcheck_core::now_ms() - 3_600_000
         ))
+        .await;
+    let kept: Value = shop
+        .post_api("/api/subscriptions", ask.clone())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(kept["checkout_session_id"], first["checkout_session_id"]);
+    assert_eq!(sessions_logged(&shop).await.len(), 1);
+    // Stripe expired the session unpaid: the next ask opens one under the next key.
+    shop.expire_at_stripe(first["checkout_session_id"].as_str().unwrap())
         .await;
     let renewed: Value = shop
         .post_api("/api/subscriptions", ask.clone())
