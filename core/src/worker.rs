@@ -26,6 +26,7 @@ use crate::ids::EventId;
 use crate::observe::{Observer, Unobserved};
 pub use crate::report::Attempt;
 use crate::store::{Fulfilled, LeasedClaim, Store};
+use crate::stripe::StripeApi;
 
 /// A failed claim is tried again at most this long after its last attempt.
 const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(3600);
@@ -53,6 +54,9 @@ pub struct WorkerConfig {
     pub gather: Duration,
     pub packages: Packages,
     pub plans: Plans,
+    /// Where a paid invoice that names no customer has its subscription read from (`GET
+    /// /v1/subscriptions/{id}`: its metadata may carry the order API's reference).
+    pub stripe: Option<StripeApi>,
 }
 
 impl Default for WorkerConfig {
@@ -67,6 +71,7 @@ impl Default for WorkerConfig {
             gather: Duration::from_millis(10),
             packages: Packages::default(),
             plans: Plans::default(),
+            stripe: None,
         }
     }
 }
@@ -176,14 +181,9 @@ impl Worker {
         let mut attempts = Vec::with_capacity(claims.len());
         let mut planned = Vec::with_capacity(claims.len());
         for claim in claims {
-            match plan(
-                &claim.event_type,
-                &claim.payload,
-                &self.config.packages,
-                &self.config.plans,
-            ) {
+            match self.plan(&claim).await {
                 Ok(plan) => planned.push((claim, plan)),
-                Err(error) => attempts.push(self.fail(claim, error.to_string()).await?),
+                Err(error) => attempts.push(self.fail(claim, error).await?),
             }
         }
         if planned.len() > 1 {
@@ -218,17 +218,54 @@ impl Worker {
         Ok(attempts)
     }
 
-    /// Works one leased claim (re-drive).
-    async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
-        let deadline = now_ms() + self.lease_ms() - self.lease_ms() / 10;
-        crate::failpoint::hit("after-lease").await;
-        match plan(
+    /// What `claim` does. A paid invoice whose credits name no customer (no e-mail on it, no
+    /// order-API reference in its subscription's metadata) and whose subscription nothing
+    /// here knows yet has the subscription read from Stripe, whose metadata may carry the
+    /// reference; if that fails, the store says so and the claim is retried.
+    async fn plan(&self, claim: &LeasedClaim) -> Result<Plan, String> {
+        let mut planned = plan(
             &claim.event_type,
             &claim.payload,
             &self.config.packages,
             &self.config.plans,
-        ) {
-            Err(error) => self.fail(claim, error.to_string()).await,
+        )
+        .map_err(|error| error.to_string())?;
+        if let (Plan::Invoice(paid), Some(api)) = (&mut planned, &self.config.stripe) {
+            let invoice = &mut paid.invoice;
+            let nameless = invoice.customer_email.is_none()
+                && !invoice.metadata.contains_key(crate::billing::REF_KEY)
+                && paid.grants.iter().any(|g| g.credits > 0);
+            if let Some(subscription_id) = invoice.subscription_id.clone().filter(|_| nameless) {
+                let known = matches!(
+                    self.store.subscriptions().get(&subscription_id).await,
+                    Ok(Some(s)) if s.customer_email.is_some() || s.subscription_ref.is_some()
+                );
+                if !known {
+                    match api.subscription_reference(&subscription_id).await {
+                        Ok(Some(reference)) => {
+                            invoice
+                                .metadata
+                                .insert(crate::billing::REF_KEY.to_owned(), reference);
+                        }
+                        Ok(None) => {}
+                        Err(error) => tracing::warn!(
+                            error = %error,
+                            subscription = %subscription_id,
+                            "reading a subscription from Stripe failed"
+                        ),
+                    }
+                }
+            }
+        }
+        Ok(planned)
+    }
+
+    /// Works one leased claim (re-drive).
+    async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
+        let deadline = now_ms() + self.lease_ms() - self.lease_ms() / 10;
+        crate::failpoint::hit("after-lease").await;
+        match self.plan(&claim).await {
+            Err(error) => self.fail(claim, error).await,
             Ok(plan) => {
                 let fulfilled = self.fulfil_waiting(&claim, &plan, deadline).await;
                 self.settle(claim, fulfilled).await
@@ -288,6 +325,12 @@ impl Worker {
                 tracing::warn!(event_id = %claim.event_id, "lease lost before completion; nothing written");
                 let event_id = claim.event_id.clone();
                 Ok(self.observed(&claim, Attempt::LeaseLost { event_id }))
+            }
+            Ok(Fulfilled::CustomerUnknown { invoice_id }) => {
+                let error = format!(
+                    "invoice {invoice_id} names no customer yet (no e-mail on it, no Checkout Session of its subscription, no subscription_ref the order API was asked for, in the invoice or at Stripe); retried until an event names one"
+                );
+                self.fail(claim, error).await
             }
             Ok(Fulfilled::OrderNotFound { payment_intent }) => {
                 let error = format!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use claimcheck_core::observe::Observer;
 use claimcheck_core::stripe::StripeApi;
-use claimcheck_core::worker::Worker;
+use claimcheck_core::worker::{Worker, WorkerConfig};
 use claimcheck_core::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
@@ -106,10 +106,17 @@ impl Application {
         };
         // The workers and the Stripe client report to this application's metrics.
         let observer: Arc<dyn Observer> = metrics.clone();
+        let stripe = config
+            .stripe
+            .map(|api| api.with_observer(Arc::clone(&observer)));
+        // The workers read a subscription from Stripe when an invoice names no customer.
+        let worker = WorkerConfig {
+            stripe: stripe.clone(),
+            ..config.worker
+        };
         let config = ServeConfig {
-            stripe: config
-                .stripe
-                .map(|api| api.with_observer(Arc::clone(&observer))),
+            stripe,
+            worker,
             ..config
         };
         let bulk = BulkRuns::new(store.clone(), config.worker.clone(), Arc::clone(&observer));

@@ -26,7 +26,7 @@ use crate::store::{
     NewSubscriptionCheckout, OrderCreation, Store, StripeRequestView, SubscriptionCheckoutView,
     SubscriptionView,
 };
-use crate::stripe::{Operation, Sent, StripeApi};
+use crate::stripe::{CallError, Operation, Sent, StripeApi};
 use crate::token::random_id;
 
 /// The shop asks for a subscription.
@@ -243,6 +243,63 @@ impl StripeRequest for CancelRequest {
         } else {
             RequestBuilder::new(StripeMethod::Delete, path)
         }
+    }
+}
+
+/// `GET /v1/subscriptions/{id}` (a read: no key), answered as JSON.
+struct RetrieveSubscription {
+    subscription_id: String,
+}
+
+impl StripeRequest for RetrieveSubscription {
+    type Output = miniserde::json::Value;
+
+    fn build(&self) -> RequestBuilder {
+        RequestBuilder::new(
+            StripeMethod::Get,
+            format!("/subscriptions/{}", self.subscription_id),
+        )
+    }
+}
+
+impl StripeApi {
+    /// The order API's reference in a subscription's metadata at Stripe (`subscription_ref`),
+    /// for an invoice that carries neither it nor an e-mail. `None` when Stripe's
+    /// subscription has none.
+    pub async fn subscription_reference(
+        &self,
+        subscription_id: &str,
+    ) -> Result<Option<String>, CallError> {
+        let unreadable = |last: String| CallError::Indeterminate {
+            key: format!("GET subscription {subscription_id}"),
+            attempts: 1,
+            last,
+        };
+        // An id from a payload goes into a path: Stripe's ids are letters, digits and `_`.
+        if subscription_id.is_empty()
+            || !subscription_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(unreadable("not a Stripe subscription id".into()));
+        }
+        let answer = RetrieveSubscription {
+            subscription_id: subscription_id.to_owned(),
+        }
+        .customize()
+        .send(self.client())
+        .await;
+        self.observer()
+            .stripe_answered("retrieve_subscription", crate::stripe::answer_of(&answer));
+        let answer = answer.map_err(|e| unreadable(e.to_string()))?;
+        let subscription: serde_json::Value =
+            serde_json::from_str(&miniserde::json::to_string(&answer))
+                .map_err(|e| unreadable(e.to_string()))?;
+        Ok(subscription["metadata"][crate::billing::REF_KEY]
+            .as_str()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned))
     }
 }
 

@@ -25,6 +25,10 @@ pub enum Fulfilled {
     /// A refund, failed refund or dispute for a payment intent no order knows yet (its
     /// session event is still on the way): retry later.
     OrderNotFound { payment_intent: String },
+    /// A paid invoice whose credits nothing assigns to a customer yet (no e-mail on it, no
+    /// Checkout Session of its subscription, no reference the order API was asked for):
+    /// nothing was written; retry later.
+    CustomerUnknown { invoice_id: String },
 }
 
 /// What an order row becomes when a session event meets an existing one. Status precedence:
@@ -429,7 +433,11 @@ async fn apply_plan<T: FulfilTx + MoneyTx + SubscribeTx + Send>(
             tx.settle_credits(&order_id, StepSource::Event(event_id), now)
                 .await?;
         }
-        Plan::Invoice(paid) => apply_paid_invoice(tx, paid, event_id, now).await?,
+        Plan::Invoice(paid) => {
+            if let Some(waiting) = apply_paid_invoice(tx, paid, event_id, now).await? {
+                return Ok(waiting);
+            }
+        }
         Plan::InvoiceUnpaid(unpaid) => {
             // The row first (created, or locked), then the mark in a statement of its own.
             let facts = SubscriptionFacts {

@@ -11,6 +11,7 @@
 //! two invoices of one subscription, so the second reads the first's grants for the cap.
 
 use super::Write;
+use super::fulfilling::Fulfilled;
 use crate::billing::{PeriodSoFar, Step, SubscriptionFacts};
 use crate::fulfilment::{PaidInvoice, UnpaidInvoice};
 
@@ -89,9 +90,15 @@ const MARK_UNPAID: &str = "\
     WHERE subscription_id = $1 \
       AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_id = $2)";
 
-/// Who a subscription belongs to, as its row says (its Checkout Session named them).
-const SUBSCRIPTION_EMAIL: &str =
-    "SELECT customer_email FROM subscriptions WHERE subscription_id = $1";
+/// Who a subscription belongs to: as its row says (its Checkout Session named them), else
+/// whom the order API was asked for under its reference (`$2`, the invoice's metadata, else
+/// the one its row knows).
+const SUBSCRIPTION_EMAIL: &str = "\
+    SELECT COALESCE( \
+        (SELECT s.customer_email FROM subscriptions s WHERE s.subscription_id = $1), \
+        (SELECT c.customer_email FROM subscription_checkouts c \
+         WHERE c.subscription_ref = COALESCE($2, \
+             (SELECT s.subscription_ref FROM subscriptions s WHERE s.subscription_id = $1))))";
 
 /// What the period's other invoices granted, and the highest ceiling among them.
 const PERIOD_SO_FAR: &str = "\
@@ -163,7 +170,11 @@ pub(crate) trait SubscribeTx {
     ) -> Write<'a, ()>;
     /// Marks the (locked) subscription unpaid with the invoice, unless it was paid.
     fn mark_unpaid<'a>(&'a mut self, unpaid: &'a UnpaidInvoice, now: i64) -> Write<'a, ()>;
-    fn subscription_email<'a>(&'a mut self, subscription_id: &'a str) -> Write<'a, Option<String>>;
+    fn subscription_email<'a>(
+        &'a mut self,
+        subscription_id: &'a str,
+        reference: Option<&'a str>,
+    ) -> Write<'a, Option<String>>;
     fn period_so_far<'a>(
         &'a mut self,
         subscription_id: &'a str,
@@ -241,13 +252,15 @@ macro_rules! impl_subscribe_tx {
             fn subscription_email<'a>(
                 &'a mut self,
                 subscription_id: &'a str,
+                reference: Option<&'a str>,
             ) -> Write<'a, Option<String>> {
                 Box::pin(async move {
-                    let email: Option<Option<String>> = sqlx::query_scalar(SUBSCRIPTION_EMAIL)
+                    let email: Option<String> = sqlx::query_scalar(SUBSCRIPTION_EMAIL)
                         .bind(subscription_id)
-                        .fetch_optional(&mut **self)
+                        .bind(reference)
+                        .fetch_one(&mut **self)
                         .await?;
-                    Ok(email.flatten())
+                    Ok(email)
                 })
             }
 
@@ -347,17 +360,34 @@ impl_subscribe_tx!(sqlx::Sqlite);
 
 /// Writes a paid invoice's effect inside `tx`: its subscription (first, for its lock), its
 /// grants capped per period, and the invoice as an order with its unlock and lot. An invoice
-/// of no subscription that grants nothing (a one-off invoice) writes nothing.
+/// of no subscription that grants nothing (a one-off invoice) writes nothing; one that grants
+/// credits to a customer nothing names yet writes nothing either and says so.
 pub(crate) async fn apply_paid_invoice<T: SubscribeTx + Send>(
     tx: &mut T,
     paid: &PaidInvoice,
     event_id: &str,
     now: i64,
-) -> Result<(), crate::error::StoreError> {
+) -> Result<Option<Fulfilled>, crate::error::StoreError> {
     let invoice = &paid.invoice;
     let Some(subscription_id) = invoice.subscription_id.as_deref() else {
-        return Ok(());
+        return Ok(None);
     };
+    // The invoice names its customer's email; else the subscription's Checkout Session did,
+    // else the order API was asked for them under its reference. Credits for nobody are
+    // never written: the claim waits for the event that names them.
+    let reference = invoice.metadata.get(crate::billing::REF_KEY);
+    let email = match invoice.customer_email.clone() {
+        Some(email) => Some(email),
+        None => {
+            tx.subscription_email(subscription_id, reference.map(String::as_str))
+                .await?
+        }
+    };
+    if email.is_none() && paid.grants.iter().any(|g| g.credits > 0) {
+        return Ok(Some(Fulfilled::CustomerUnknown {
+            invoice_id: invoice.invoice_id.clone(),
+        }));
+    }
     let facts = SubscriptionFacts {
         subscription_id: subscription_id.to_owned(),
         subscription_ref: invoice.metadata.get(crate::billing::REF_KEY).cloned(),
@@ -389,11 +419,6 @@ pub(crate) async fn apply_paid_invoice<T: SubscribeTx + Send>(
         }
         granted.push(grant.capped(so_far));
     }
-    // The invoice names its customer's email; else the subscription's Checkout Session did.
-    let email = match invoice.customer_email.clone() {
-        Some(email) => Some(email),
-        None => tx.subscription_email(subscription_id).await?,
-    };
     let grants = InvoiceGrants {
         paid,
         subscription_id,
@@ -402,5 +427,6 @@ pub(crate) async fn apply_paid_invoice<T: SubscribeTx + Send>(
         granted: &granted,
         event_id,
     };
-    tx.write_invoice(&grants, now).await
+    tx.write_invoice(&grants, now).await?;
+    Ok(None)
 }
