@@ -85,6 +85,6 @@ pub use store::{
     LedgerEntryView, LoggedDelivery, MigrationRow, MigrationStatus, NewOrder, NotRefundable,
     OperatorCredentials, OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine,
     OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus, SelectedClaim, Store,
-    StoreOptions, StripeRequestView, SubscriptionFilter, SubscriptionView, TIMELINE_ROWS,
-    TokenView, WriteHealth, WriteOp, WriteResult, Writes,
+    StoreOptions, StripeRequestView, SubscriptionCheckoutView, SubscriptionFilter,
+    SubscriptionView, TIMELINE_ROWS, TokenView, WriteHealth, WriteOp, WriteResult, Writes,
 };

@@ -30,6 +30,8 @@ pub struct SearchResults {
     pub deliveries: Vec<LoggedDelivery>,
     /// The subscription whose Stripe id (`sub_…`) or shop reference is the term.
     pub subscription: Option<SubscriptionView>,
+    /// Else the reference the order API was asked for, whose Checkout Session is not paid.
+    pub asked_subscription: Option<String>,
 }
 
 /// The one thing a search names, when it names one.
@@ -48,6 +50,7 @@ impl SearchResults {
             && self.events.is_empty()
             && self.deliveries.is_empty()
             && self.subscription.is_none()
+            && self.asked_subscription.is_none()
     }
 
     /// The one match to open straight away: the event whose id was typed, the subscription
@@ -58,6 +61,9 @@ impl SearchResults {
         }
         if let Some(subscription) = &self.subscription {
             return Some(Found::Subscription(subscription.subscription_id.clone()));
+        }
+        if let Some(reference) = &self.asked_subscription {
+            return Some(Found::Subscription(reference.clone()));
         }
         if let Some(customer) = &self.customer {
             return Some(Found::Customer(customer.customer.clone()));
@@ -84,6 +90,7 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
         events: Vec::new(),
         deliveries: Vec::new(),
         subscription: None,
+        asked_subscription: None,
     };
     // Nothing is stored with an invisible character in it (see `Term::new`).
     if term.is_empty() || crate::text::has_hidden_characters(term, true) {
@@ -91,7 +98,15 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
     }
     if term.contains('@') || term.starts_with("cus_") {
         let customer = customer(store, term, now).await?;
-        if !customer.orders.is_empty() || !customer.claims.is_empty() {
+        // Someone who only asked for a subscription (its Checkout Session not paid) too.
+        if !customer.orders.is_empty()
+            || !customer.claims.is_empty()
+            || !store
+                .subscriptions()
+                .asked_by(&customer.customer)
+                .await?
+                .is_empty()
+        {
             results.customer = Some(customer);
         }
     }
@@ -103,6 +118,12 @@ pub async fn search(store: &Store, term: &str, now: i64) -> Result<SearchResults
         results.customer = Some(customer(store, &email, now).await?);
     }
     results.subscription = store.subscriptions().get(term).await?;
+    if results.subscription.is_none()
+        && let Ok(reference) = crate::SubscriptionRef::parse(term)
+        && store.subscriptions().checkout(&reference).await?.is_some()
+    {
+        results.asked_subscription = Some(reference.to_string());
+    }
     results.orders = store.orders().find(term, SHOWN_PER_KIND).await?;
     results.events = store.claims().find(term, now, SHOWN_PER_KIND).await?;
     results.deliveries = store
@@ -232,6 +253,7 @@ mod tests {
             events,
             deliveries: Vec::new(),
             subscription: None,
+            asked_subscription: None,
         }
     }
 

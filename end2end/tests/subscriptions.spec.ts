@@ -54,3 +54,48 @@ test("support finds an unpaid renewal and reads what each period was granted", a
   expect(missing?.status()).toBe(404);
   await expect(page.getByText("No subscription sub_nope.")).toBeVisible();
 });
+
+test("support follows a subscription asked for but not paid yet from the requests list", async ({ page }) => {
+  const ref = `abo-walk-${Date.now()}`;
+  const token = JSON.parse(cli(["tokens", "create", "--name", `subscriptions ${ref}`, "--json"])).token;
+  const asked = await page.request.post("/api/subscriptions", {
+    headers: { authorization: `Bearer ${token}` },
+    data: { plan: "thesis-monthly", customer_email: "walker@example.ch", subscription_ref: ref },
+  });
+  expect(asked.status()).toBe(201);
+  const { checkout_session_id: session, checkout_url: url } = await asked.json();
+
+  await signIn(page, USERS.support, "/requests?status=succeeded");
+  const request = page.locator(`tr[data-key="subscription-checkout:${ref}"]`);
+  await expect(request).toContainText(session);
+  await request.getByRole("link", { name: ref }).click();
+  await expect(page).toHaveURL(new RegExp(`/subscriptions/${ref}$`));
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText(ref);
+  await expect(page.getByTestId("subscription-awaiting")).toContainText("Checkout Session is not paid");
+  const facts = page.getByTestId("subscription-asked");
+  await expect(facts).toContainText("walker@example.ch");
+  await expect(facts).toContainText("thesis-monthly · CHF 39.00 per month, 40 credits");
+  await expect(page.getByTestId("subscription-session")).toHaveText(session);
+  await expect(facts.getByRole("link", { name: url })).toHaveAttribute("href", url);
+  const keys = page.getByRole("table", { name: "Stripe requests" });
+  await expect(keys.locator(`tr[data-key="subscription-checkout:${ref}"]`)).toBeVisible();
+
+  // The customer link leads to whom it was asked for: the ask is listed, awaiting payment.
+  await facts.getByRole("link", { name: "walker@example.ch" }).click();
+  await expect(page).toHaveURL(/\/customers\/walker%40example\.ch$/);
+  const listed = page.getByTestId("customer-subscriptions").locator(`tr[data-subscription="${ref}"]`);
+  await expect(listed).toContainText("thesis-monthly");
+  await expect(listed).toContainText("awaiting payment");
+  await listed.getByRole("link", { name: ref }).first().click();
+  await expect(page).toHaveURL(new RegExp(`/subscriptions/${ref}$`));
+
+  // The header search finds it by its reference, and the customer by the e-mail alone.
+  const box = page.getByRole("searchbox", { name: "Search orders, customers and events" });
+  await box.fill("Walker@Example.ch");
+  await box.press("Enter");
+  await expect(page).toHaveURL(/\/customers\/walker%40example\.ch$/);
+  await box.fill(ref);
+  await box.press("Enter");
+  await expect(page).toHaveURL(new RegExp(`/subscriptions/${ref}$`));
+  await expect(page.getByTestId("subscription-asked")).toBeVisible();
+});

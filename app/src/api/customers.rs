@@ -21,6 +21,11 @@ pub struct CustomerDetail {
     pub credits: Option<CreditsDetail>,
     /// Spends, expiries and adjustments, newest first (at most [`MOVEMENTS_SHOWN`]).
     pub movements: Vec<MovementRow>,
+    /// Their subscriptions (a plan's credits come from its paid invoices, each an order
+    /// above), the latest first.
+    pub subscriptions: Vec<super::SubscriptionRow>,
+    /// Subscriptions the shop asked for whose Checkout Session is not paid yet.
+    pub asked: Vec<super::AskedRow>,
 }
 
 /// Spends, expiries and adjustments a customer page shows at most.
@@ -101,8 +106,17 @@ pub async fn get_customer(who: String) -> Result<CustomerDetail, ServerFnError> 
         Ok(email) => credits_of(&store, &email, operator.role).await?,
         Err(_) => (None, Vec::new()),
     };
+    let (subscriptions, asked) = match claimcheck_core::spending::customer_email(&who) {
+        Ok(email) => super::subscriptions::of_customer(&store, &email).await?,
+        Err(_) => (Vec::new(), Vec::new()),
+    };
     let no_lots = credits.as_ref().is_none_or(|c| c.lots.is_empty());
-    if found.orders.is_empty() && found.claims.is_empty() && no_lots {
+    if found.orders.is_empty()
+        && found.claims.is_empty()
+        && no_lots
+        && subscriptions.is_empty()
+        && asked.is_empty()
+    {
         return Err(server::not_found(td_string!(
             server::locale(),
             messages.no_customer,
@@ -134,6 +148,8 @@ pub async fn get_customer(who: String) -> Result<CustomerDetail, ServerFnError> 
         history,
         credits,
         movements,
+        subscriptions,
+        asked,
     })
 }
 

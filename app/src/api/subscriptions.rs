@@ -38,9 +38,34 @@ pub struct GrantRow {
     pub granted_at: String,
 }
 
+/// What the order API recorded when the shop asked for a subscription
+/// (`POST /api/subscriptions`): the plan at its price, and the Checkout Session it opened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskedRow {
+    pub subscription_ref: String,
+    pub plan: String,
+    pub customer: String,
+    pub credits: i64,
+    /// The price per interval, formatted (`CHF 39.00`).
+    pub price: String,
+    pub interval: String,
+    pub checkout_session_id: Option<String>,
+    pub checkout_url: Option<String>,
+    pub checkout_expires_at: Option<String>,
+    /// Its session's time is past (Stripe replaces nothing: the next ask opens a new one).
+    pub checkout_expired: bool,
+    /// 1 for the first session; each expired one moves to the next.
+    pub checkout_generation: i64,
+    pub asked_at: String,
+}
+
+/// A subscription Stripe told of (its status, grants), what the order API asked for it, or
+/// both; at least one is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubscriptionDetail {
-    pub subscription: SubscriptionRow,
+    /// `None` while its Checkout Session is not paid: only the order API's ask is known.
+    pub subscription: Option<SubscriptionRow>,
+    pub asked: Option<AskedRow>,
     pub grants: Vec<GrantRow>,
     /// What Claimcheck asked Stripe for it (its Checkout Session, its cancellation), under
     /// which Idempotency-Keys.
@@ -111,28 +136,86 @@ pub async fn list_subscriptions(
     Ok(rows.into_iter().map(subscription_row).collect())
 }
 
-/// One subscription by its Stripe id or the shop's reference, with its grants.
+#[cfg(feature = "ssr")]
+fn asked_row(a: claimcheck_core::SubscriptionCheckoutView) -> AskedRow {
+    let reader = crate::i18n::reader();
+    AskedRow {
+        price: reader.money(a.amount, &a.currency),
+        checkout_expires_at: a.checkout_expires_at.map(|at| reader.time(at)),
+        checkout_expired: a
+            .checkout_expires_at
+            .is_some_and(|at| at < claimcheck_core::now_ms()),
+        asked_at: reader.time(a.created_at),
+        subscription_ref: a.subscription_ref,
+        plan: a.plan,
+        customer: a.customer_email,
+        credits: a.credits,
+        interval: a.billing_interval,
+        checkout_session_id: a.checkout_session_id,
+        checkout_url: a.checkout_url,
+        checkout_generation: a.checkout_generation,
+    }
+}
+
+/// The subscriptions of `email` and what was asked for them that has not started.
+#[cfg(feature = "ssr")]
+pub(super) async fn of_customer(
+    store: &claimcheck_core::Store,
+    email: &str,
+) -> Result<(Vec<SubscriptionRow>, Vec<AskedRow>), ServerFnError> {
+    let subscriptions = store.subscriptions();
+    let started = subscriptions
+        .of_customer(email)
+        .await
+        .map_err(server::unavailable)?;
+    let asked = subscriptions
+        .asked_by(email)
+        .await
+        .map_err(server::unavailable)?;
+    Ok((
+        started.into_iter().map(subscription_row).collect(),
+        asked.into_iter().map(asked_row).collect(),
+    ))
+}
+
+/// One subscription by its Stripe id or the shop's reference, with its grants; a reference
+/// the order API was asked for but whose Checkout Session is not paid yet shows that ask.
 #[server(prefix = "/dashboard/fn", endpoint = "subscription")]
 pub async fn get_subscription(id: String) -> Result<SubscriptionDetail, ServerFnError> {
     let (store, _) = server::require(Role::Viewer).await?;
     let id = id.trim();
-    let found = store
-        .subscriptions()
-        .get(id)
-        .await
-        .map_err(server::unavailable)?
-        .ok_or_else(|| {
-            server::not_found(td_string!(server::locale(), messages.no_subscription, id))
-        })?;
-    let grants = store
-        .subscriptions()
-        .grants(&found.subscription_id)
-        .await
-        .map_err(server::unavailable)?;
-    let requests = match &found.subscription_ref {
+    let subscriptions = store.subscriptions();
+    let found = subscriptions.get(id).await.map_err(server::unavailable)?;
+    let reference = match &found {
+        Some(found) => found.subscription_ref.clone(),
+        None => Some(id.to_owned()),
+    };
+    let reference = reference.and_then(|r| claimcheck_core::SubscriptionRef::parse(r).ok());
+    let asked = match &reference {
+        Some(reference) => subscriptions
+            .checkout(reference)
+            .await
+            .map_err(server::unavailable)?,
+        None => None,
+    };
+    if found.is_none() && asked.is_none() {
+        return Err(server::not_found(td_string!(
+            server::locale(),
+            messages.no_subscription,
+            id
+        )));
+    }
+    let grants = match &found {
+        Some(found) => subscriptions
+            .grants(&found.subscription_id)
+            .await
+            .map_err(server::unavailable)?,
+        None => Vec::new(),
+    };
+    let requests = match &reference {
         Some(reference) => store
             .stripe_requests()
-            .for_subscription(reference)
+            .for_subscription(reference.as_str())
             .await
             .map_err(server::unavailable)?,
         None => Vec::new(),
@@ -140,7 +223,8 @@ pub async fn get_subscription(id: String) -> Result<SubscriptionDetail, ServerFn
     let seconds = |at: i64| server::time(at.saturating_mul(1000));
     Ok(SubscriptionDetail {
         requests: requests.into_iter().map(server::key_row).collect(),
-        subscription: subscription_row(found),
+        subscription: found.map(subscription_row),
+        asked: asked.map(asked_row),
         grants: grants
             .into_iter()
             .map(|g| GrantRow {

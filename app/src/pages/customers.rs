@@ -64,6 +64,7 @@ fn customer_view(c: CustomerDetail) -> impl IntoView {
         } else {
             c.orders.into_iter().map(|order| view! { <OrderSummary order/> }).collect_view().into_any()
         }}
+        <CustomerSubscriptions subscriptions=c.subscriptions asked=c.asked/>
         <h2>{t!(i18n, customers.history)}</h2>
         {if history.is_empty() {
             view! { <p class="empty">{t!(i18n, customers.no_history)}</p> }.into_any()
@@ -285,4 +286,69 @@ fn Credits(credits: CreditsDetail, customer: String) -> impl IntoView {
             }
         })}
     }
+}
+
+/// The customer's subscriptions and those asked for but not paid yet; nothing for a customer
+/// who never had one.
+#[component]
+fn CustomerSubscriptions(
+    subscriptions: Vec<crate::api::SubscriptionRow>,
+    asked: Vec<crate::api::AskedRow>,
+) -> impl IntoView {
+    let i18n = use_i18n();
+    if subscriptions.is_empty() && asked.is_empty() {
+        return ().into_any();
+    }
+    let started = subscriptions.into_iter().map(|s| {
+        let href = crate::links::subscription(&s.subscription_id);
+        let status =
+            crate::pages::subscriptions::subscription_status_name(i18n, s.status.as_deref());
+        view! {
+            <tr data-subscription=s.subscription_id.clone()>
+                <td class="mono"><a href=href>{s.subscription_id.clone()}</a></td>
+                <td class="mono">{s.subscription_ref.unwrap_or_default()}</td>
+                <td>{s.plan.unwrap_or_default()}</td>
+                <td>{status}</td>
+                <td>{s.period_end.unwrap_or_default()}</td>
+                <td class="num">{s.credits_granted}</td>
+            </tr>
+        }
+    });
+    let waiting = asked.into_iter().map(|a| {
+        let href = crate::links::subscription(&a.subscription_ref);
+        let status = if a.checkout_expired {
+            t_string!(i18n, customers.subscription_checkout_expired).to_string()
+        } else {
+            t_string!(i18n, customers.subscription_awaiting).to_string()
+        };
+        view! {
+            <tr data-subscription=a.subscription_ref.clone()>
+                <td class="mono"><a href=href>{a.subscription_ref.clone()}</a></td>
+                <td class="mono">{a.subscription_ref.clone()}</td>
+                <td>{a.plan}</td>
+                <td>{status}</td>
+                <td>"-"</td>
+                <td class="num">0</td>
+            </tr>
+        }
+    });
+    view! {
+        <h2>{t!(i18n, customers.subscriptions)}</h2>
+        <div class="table-wrap">
+            <table aria-label=move || t_string!(i18n, customers.subscriptions) data-testid="customer-subscriptions">
+                <thead>
+                    <tr>
+                        <th scope="col">{t!(i18n, subscriptions.col_subscription)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_ref)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_plan)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_status)}</th>
+                        <th scope="col">{t!(i18n, subscriptions.col_period_end)}</th>
+                        <th scope="col" class="num">{t!(i18n, subscriptions.col_granted)}</th>
+                    </tr>
+                </thead>
+                <tbody>{waiting.collect_view()}{started.collect_view()}</tbody>
+            </table>
+        </div>
+    }
+    .into_any()
 }

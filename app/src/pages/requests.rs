@@ -116,7 +116,7 @@ pub fn RequestTable(rows: Vec<KeyRow>, with_order: bool) -> impl IntoView {
                             let order = with_order
                                 .then(|| {
                                     // A subscription's request names its reference (its page
-                                    // exists once Stripe told of it).
+                                    // shows the ask until Stripe tells of the subscription).
                                     let href = if is_subscription_operation(&r.operation) {
                                         crate::links::subscription(&r.order_id)
                                     } else {

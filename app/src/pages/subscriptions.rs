@@ -6,8 +6,8 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::api::{
-    GrantRow, SUBSCRIPTION_STATUSES, SubscriptionDetail, SubscriptionRow, get_subscription,
-    list_subscriptions,
+    AskedRow, GrantRow, SUBSCRIPTION_STATUSES, SubscriptionDetail, SubscriptionRow,
+    get_subscription, list_subscriptions,
 };
 use crate::components::Loaded;
 use crate::i18n::*;
@@ -177,7 +177,49 @@ pub fn SubscriptionPage() -> impl IntoView {
 #[component]
 fn SubscriptionView(detail: SubscriptionDetail) -> impl IntoView {
     let i18n = use_i18n();
-    let s = detail.subscription;
+    let SubscriptionDetail {
+        subscription,
+        asked,
+        grants,
+        requests,
+    } = detail;
+    let heading = subscription
+        .as_ref()
+        .map(|s| s.subscription_id.clone())
+        .or_else(|| asked.as_ref().map(|a| a.subscription_ref.clone()))
+        .unwrap_or_default();
+    let requests = if requests.is_empty() {
+        view! { <p class="empty">{t!(i18n, orders.no_requests)}</p> }.into_any()
+    } else {
+        view! { <RequestTable rows=requests with_order=false/> }.into_any()
+    };
+    view! {
+        <h1 class="mono">{heading}</h1>
+        {match subscription {
+            Some(s) => view! {
+                <SubscriptionFacts s/>
+                <h2>{t!(i18n, subscriptions.grants)}</h2>
+                <p class="muted">{t!(i18n, subscriptions.grants_intro)}</p>
+                <GrantTable grants/>
+            }
+            .into_any(),
+            None => view! {
+                <p class="notice" data-testid="subscription-awaiting">
+                    {t!(i18n, subscriptions.awaiting_intro)}
+                </p>
+            }
+            .into_any(),
+        }}
+        {asked.map(|asked| view! { <AskedFacts asked/> })}
+        <h2>{t!(i18n, orders.keys_heading)}</h2>
+        {requests}
+    }
+}
+
+/// What Stripe's Billing events told of a subscription.
+#[component]
+fn SubscriptionFacts(s: SubscriptionRow) -> impl IntoView {
+    let i18n = use_i18n();
     let status = subscription_status_name(i18n, s.status.as_deref());
     let cancels = s
         .cancel_at_period_end
@@ -194,7 +236,6 @@ fn SubscriptionView(detail: SubscriptionDetail) -> impl IntoView {
         view! { <a href=href>{c}</a> }
     });
     view! {
-        <h1 class="mono">{s.subscription_id.clone()}</h1>
         <dl class="facts" data-testid="subscription-facts">
             <dt>{t!(i18n, subscriptions.col_ref)}</dt>
             <dd class="mono">{s.subscription_ref.clone().unwrap_or_else(|| "-".into())}</dd>
@@ -213,15 +254,62 @@ fn SubscriptionView(detail: SubscriptionDetail) -> impl IntoView {
             <dt>{t!(i18n, subscriptions.updated)}</dt>
             <dd>{s.updated_at.clone()}</dd>
         </dl>
-        <h2>{t!(i18n, subscriptions.grants)}</h2>
-        <p class="muted">{t!(i18n, subscriptions.grants_intro)}</p>
-        <GrantTable grants=detail.grants/>
-        <h2>{t!(i18n, orders.keys_heading)}</h2>
-        {if detail.requests.is_empty() {
-            view! { <p class="empty">{t!(i18n, orders.no_requests)}</p> }.into_any()
-        } else {
-            view! { <RequestTable rows=detail.requests with_order=false/> }.into_any()
-        }}
+    }
+}
+
+/// What the shop asked for through the order API, and the Checkout Session it opened.
+#[component]
+fn AskedFacts(asked: AskedRow) -> impl IntoView {
+    let i18n = use_i18n();
+    let href = crate::links::customer(&asked.customer);
+    let interval = match asked.interval.as_str() {
+        "day" => t_string!(i18n, subscriptions.interval_day).to_string(),
+        "week" => t_string!(i18n, subscriptions.interval_week).to_string(),
+        "month" => t_string!(i18n, subscriptions.interval_month).to_string(),
+        "year" => t_string!(i18n, subscriptions.interval_year).to_string(),
+        other => other.to_owned(),
+    };
+    let price = t_string!(
+        i18n,
+        subscriptions.price_per,
+        price = asked.price.clone(),
+        interval,
+        credits = asked.credits
+    )
+    .to_string();
+    let session = match (asked.checkout_session_id.clone(), asked.checkout_expired) {
+        (None, _) => t_string!(i18n, subscriptions.no_session).to_string(),
+        (Some(id), true) => t_string!(i18n, subscriptions.session_expired, id).to_string(),
+        (Some(id), false) => id,
+    };
+    let link = asked
+        .checkout_url
+        .clone()
+        .filter(|_| !asked.checkout_expired)
+        .map(|url| {
+            let href = url.clone();
+            view! {
+                <dt>{t!(i18n, subscriptions.checkout_link)}</dt>
+                <dd class="mono"><a href=href rel="noreferrer">{url}</a></dd>
+            }
+        });
+    view! {
+        <h2>{t!(i18n, subscriptions.asked_heading)}</h2>
+        <dl class="facts" data-testid="subscription-asked">
+            <dt>{t!(i18n, subscriptions.col_ref)}</dt>
+            <dd class="mono">{asked.subscription_ref.clone()}</dd>
+            <dt>{t!(i18n, subscriptions.col_customer)}</dt>
+            <dd><a href=href>{asked.customer.clone()}</a></dd>
+            <dt>{t!(i18n, subscriptions.col_plan)}</dt>
+            <dd>{asked.plan.clone()}" · "{price}</dd>
+            <dt>{t!(i18n, subscriptions.checkout_session)}</dt>
+            <dd class="mono" data-testid="subscription-session">{session}</dd>
+            {link}
+            <dt>{t!(i18n, subscriptions.checkout_expires)}</dt>
+            <dd>{asked.checkout_expires_at.clone().unwrap_or_else(|| "-".into())}</dd>
+            <dt>{t!(i18n, subscriptions.asked_at)}</dt>
+            <dd>{asked.asked_at.clone()}</dd>
+        </dl>
     }
 }
 

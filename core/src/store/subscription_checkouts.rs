@@ -120,6 +120,18 @@ impl Subscriptions<'_> {
             .await?)
     }
 
+    /// What the order API was asked for `email` that Stripe has not told of yet (no
+    /// subscription carries its reference), the latest first.
+    pub async fn asked_by(self, email: &str) -> Result<Vec<SubscriptionCheckoutView>, StoreError> {
+        let statement = format!(
+            "SELECT {COLUMNS} FROM subscription_checkouts c WHERE c.customer_email = $1 \
+               AND NOT EXISTS (SELECT 1 FROM subscriptions s \
+                               WHERE s.subscription_ref = c.subscription_ref) \
+             ORDER BY c.created_at DESC, c.subscription_ref LIMIT 100"
+        );
+        Ok(self.pool.on().all(sql(&statement).bind(email)).await?)
+    }
+
     /// Remembers the Checkout Session opened for `reference` and when it expires (unix ms);
     /// the first one of a generation wins.
     pub async fn set_checkout_session(

@@ -112,6 +112,18 @@ impl Subscriptions<'_> {
             .await?)
     }
 
+    /// The subscriptions of `email`, or asked for them through the order API, the latest
+    /// first.
+    pub async fn of_customer(self, email: &str) -> Result<Vec<SubscriptionView>, StoreError> {
+        let statement = format!(
+            "SELECT {COLUMNS} FROM subscriptions s WHERE s.customer_email = $1 \
+                OR s.subscription_ref IN (SELECT c.subscription_ref FROM subscription_checkouts c \
+                                          WHERE c.customer_email = $1) \
+             ORDER BY s.created_at DESC, s.subscription_id LIMIT 100"
+        );
+        Ok(self.pool.on().all(sql(&statement).bind(email)).await?)
+    }
+
     /// The subscription the shop knows by `reference` (the latest, should Stripe hold two).
     pub async fn by_ref(self, reference: &str) -> Result<Option<SubscriptionView>, StoreError> {
         let statement = format!(
