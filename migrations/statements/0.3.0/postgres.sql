@@ -48,6 +48,7 @@ SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT), CAST(COALESCE(MAX(ceiling), 0)
 SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger WHERE kind = 'unlock' AND created_at >= $1
 SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_movements WHERE customer_email = $1
 SELECT CAST(COALESCE(SUM(failures), 0) AS BIGINT), MIN(minute) FROM webhook_signature_failures WHERE last_at > $1
+SELECT COALESCE( (SELECT s.customer_email FROM subscriptions s WHERE s.subscription_id = $1), (SELECT c.customer_email FROM subscription_checkouts c WHERE c.subscription_ref = COALESCE($2, (SELECT s.subscription_ref FROM subscriptions s WHERE s.subscription_id = $1))))
 SELECT COUNT(*) FROM processed_stripe_events WHERE (status = 'failed' AND resolved_at IS NOT NULL)
 SELECT COUNT(*) FROM processed_stripe_events WHERE (status = 'failed' AND resolved_at IS NULL)
 SELECT COUNT(*) FROM processed_stripe_events WHERE (status = 'processing' AND lease_expires_at <= $1)
@@ -75,7 +76,6 @@ SELECT created_at / 86400000, kind, CAST(SUM(delta) AS BIGINT) FROM credit_ledge
 SELECT current_database()
 SELECT customer_email FROM credit_holds WHERE status = 'active' AND expires_at <= $1 UNION SELECT customer_email FROM credit_lots WHERE expired_at IS NULL AND expires_at <= $1 LIMIT $2
 SELECT customer_email FROM credit_movements WHERE movement_id = $1 OR reference = $1 OR idempotency_key = $1 UNION ALL SELECT customer_email FROM credit_holds WHERE hold_id = $1 OR reference = $1 LIMIT 1
-SELECT customer_email FROM subscriptions WHERE subscription_id = $1
 SELECT customer_email, credits, expires_at FROM credit_holds WHERE customer_email = ANY($1::text[]) AND status = 'active'
 SELECT data FROM dashboard_sessions WHERE id = $1 AND expires_at > $2
 SELECT e.stripe_created FROM credit_ledger l JOIN processed_stripe_events e ON e.event_id = l.event_id WHERE l.order_id = $1 AND l.kind = 'unlock'
@@ -155,12 +155,14 @@ SELECT r.scope, r.idempotency_key, r.request_hash, CAST(r.status AS BIGINT), r.b
 SELECT received_at FROM webhook_deliveries WHERE source = 'webhook' ORDER BY received_at DESC LIMIT 1
 SELECT run_key FROM reconcile_runs WHERE id = $1
 SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE ($1 = '' OR s.status = $1) AND ($2 = '' OR s.plan = $2) AND ($3 = 0 OR s.unpaid_invoice IS NOT NULL OR s.status IN ('past_due')) ORDER BY s.updated_at DESC, s.subscription_id LIMIT $4
+SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE s.customer_email = $1 OR s.subscription_ref IN (SELECT c.subscription_ref FROM subscription_checkouts c WHERE c.customer_email = $1) ORDER BY s.created_at DESC, s.subscription_id LIMIT 100
 SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE s.subscription_id = $1 OR s.subscription_ref = $1 ORDER BY (s.subscription_id = $1) DESC, s.created_at DESC LIMIT 1
 SELECT s.subscription_id, s.subscription_ref, s.customer_id, s.customer_email, s.plan, s.status, s.status_as_of, s.current_period_end, CAST(s.cancel_at_period_end AS BIGINT) AS cancel_at_period_end, s.unpaid_invoice, s.unpaid_since, (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g WHERE g.subscription_id = s.subscription_id) AS credits_granted, s.created_at, s.updated_at FROM subscriptions s WHERE s.subscription_ref = $1 ORDER BY s.created_at DESC, s.subscription_id LIMIT 1
 SELECT seq, event_id FROM bulk_redrive_items WHERE batch_id = $1 AND seq > $2 AND outcome IS NULL ORDER BY seq LIMIT $3
 SELECT state FROM bulk_redrives WHERE batch_id = $1
 SELECT subscription_id, customer_email FROM subscriptions WHERE unpaid_since IS NOT NULL AND unpaid_since <= $1 AND (status IS NULL OR status NOT IN ('canceled')) ORDER BY unpaid_since, subscription_id LIMIT $2
 SELECT subscription_ref, plan, customer_email, credits, amount, currency, billing_interval, checkout_generation, checkout_session_id, checkout_url, checkout_expires_at, created_at, updated_at FROM subscription_checkouts WHERE subscription_ref = $1
+SELECT subscription_ref, plan, customer_email, credits, amount, currency, billing_interval, checkout_generation, checkout_session_id, checkout_url, checkout_expires_at, created_at, updated_at FROM subscription_checkouts c WHERE c.customer_email = $1 AND NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.subscription_ref = c.subscription_ref) ORDER BY c.created_at DESC, c.subscription_ref LIMIT 100
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY created_at, token_id
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
 SELECT username, password_hash, role, created_at, disabled_at, totp_secret, totp_enabled_at, language, time_zone FROM operators ORDER BY username

@@ -118,6 +118,11 @@ impl Shop {
         self.sim.base_url()
     }
 
+    /// A client of the simulator, as the server's.
+    pub(crate) fn stripe(&self) -> StripeApi {
+        stripe_api(&self.sim)
+    }
+
     pub(crate) async fn get_api(&self, path: &str) -> reqwest::Response {
         self.app
             .client
@@ -147,7 +152,7 @@ impl Shop {
         objects[kind].as_array().unwrap().clone()
     }
 
-    async fn arm(&self, path: &str, mode: FaultMode, count: u32, hold_ms: u64) {
+    pub(crate) async fn arm(&self, path: &str, mode: FaultMode, count: u32, hold_ms: u64) {
         let fault = Fault {
             path: path.into(),
             mode,

@@ -18,6 +18,7 @@ use crate::helpers::{Backend, TestApp, WEBHOOK_SECRET, on_both_backends, spawn_a
 on_both_backends!(
     backend =>
     orders_paid_during_an_outage_longer_than_the_retries_are_recovered_once,
+    a_renewal_paid_during_an_outage_is_granted_once_by_reconciliation,
     a_wrong_signing_secret_loses_nothing_once_reconciled,
     reconciling_while_stripe_still_delivers_claims_each_event_once,
     two_runs_at_once_make_one_and_a_refused_key_changes_nothing,
@@ -280,6 +281,102 @@ async fn orders_paid_during_an_outage_longer_than_the_retries_are_recovered_once
         .filter_map(|line| line["what"]["Delivery"]["recovered_by"].as_i64())
         .collect::<Vec<_>>();
     assert_eq!(recovered, [runs[1].id], "{order}");
+}
+
+/// A subscription's renewal is paid while the server is down longer than Stripe's retries:
+/// reconciliation lists `invoice.paid` (never the `invoice.payment_succeeded` telemetry) and
+/// the period is granted once, through runs again and Stripe's late resend.
+async fn a_renewal_paid_during_an_outage_is_granted_once_by_reconciliation(backend: Backend) {
+    use crate::subscriptions::{
+        FIRST_PERIOD_END, SECOND_PERIOD_END, billing, drain, period_grants, worker,
+    };
+
+    let drill = drill(backend, Some(WEBHOOK_SECRET)).await;
+    let worker = worker(&drill.app.store);
+    let subscription = "sub_1Qren0001Plan";
+    // The first period came while the server was up.
+    let first = drill
+        .app
+        .deliver(&billing("invoice.paid.subscription_create", "ren"))
+        .await;
+    assert_eq!(first.status(), 200);
+    drain(&worker).await;
+    assert_eq!(
+        period_grants(&drill.app, subscription, FIRST_PERIOD_END).await,
+        40
+    );
+
+    let outage = drill
+        .sim_post("/_sim/outage", json!({ "seconds": 60, "mode": "refused" }))
+        .await;
+    assert_eq!(outage.status(), 204);
+    let mut made = Vec::new();
+    for name in [
+        "invoice.paid.subscription_cycle",
+        "invoice.payment_succeeded.subscription_create",
+    ] {
+        let event: Value = serde_json::from_slice(&billing(name, "ren")).unwrap();
+        let injected = drill
+            .sim_post(
+                "/_sim/events",
+                json!({ "type": event["type"], "data": event["data"] }),
+            )
+            .await;
+        assert_eq!(injected.status(), 200);
+        made.push(injected.json::<Value>().await.unwrap());
+    }
+    drill.until_given_up("invoice.paid", 1).await;
+    drain(&worker).await;
+    assert_eq!(
+        period_grants(&drill.app, subscription, SECOND_PERIOD_END).await,
+        0
+    );
+
+    let report = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, 1, "{report:?}");
+    assert_eq!(report.per_type["invoice.paid"].claimed, 1);
+    assert!(!report.per_type.contains_key("invoice.payment_succeeded"));
+    drain(&worker).await;
+    assert_eq!(
+        period_grants(&drill.app, subscription, SECOND_PERIOD_END).await,
+        40
+    );
+
+    // Again: nothing new; Stripe's late resend of the renewal is a duplicate.
+    let again = run(&drill.app.store, &drill.api, &config(), "test", None, false)
+        .await
+        .unwrap();
+    assert_eq!((again.claimed, again.already_claimed), (0, 1));
+    let resend: Value = drill
+        .app
+        .deliver(&serde_json::to_vec(&made[0]).unwrap())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resend["outcome"], "duplicate_event");
+    drain(&worker).await;
+    assert_eq!(
+        period_grants(&drill.app, subscription, FIRST_PERIOD_END).await,
+        40
+    );
+    assert_eq!(
+        period_grants(&drill.app, subscription, SECOND_PERIOD_END).await,
+        40
+    );
+    assert_eq!(
+        drill
+            .app
+            .db
+            .count(
+                "SELECT CAST(SUM(delta) AS BIGINT) FROM credit_ledger \
+                 WHERE customer_email = 'abo-ren@example.ch'"
+            )
+            .await,
+        80
+    );
 }
 
 async fn a_wrong_signing_secret_loses_nothing_once_reconciled(backend: Backend) {

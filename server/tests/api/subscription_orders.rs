@@ -3,6 +3,7 @@
 //! new one only after it expired, none once the subscription started; cancellation once per
 //! kind, from the API and the command line, audited.
 
+use claimcheck_core::auth::Role;
 use claimcheck_core::billing::Plans;
 use claimcheck_core::worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
@@ -16,6 +17,8 @@ on_both_backends!(
     a_subscription_gets_one_checkout_session_until_it_starts,
     a_subscription_is_cancelled_once_per_kind,
     a_refused_cancellation_is_asked_again_under_the_next_key,
+    an_invoice_naming_no_customer_waits_for_one_and_asks_stripe,
+    a_subscription_lives_months_on_the_simulator_s_test_clock,
 );
 
 async fn drain(app: &TestApp) {
@@ -39,6 +42,18 @@ fn event_of(name: &str, tag: &str, reference: &str, subscription_id: Option<&str
         None => text,
     };
     text.into_bytes()
+}
+
+/// A dashboard server function's answer, which must be 200.
+async fn dashboard(
+    shop: &Shop,
+    viewer: &reqwest::Client,
+    endpoint: &str,
+    form: &[(&str, &str)],
+) -> Value {
+    let answer = shop.app.call(viewer, endpoint, form).await;
+    assert_eq!(answer.status(), 200, "{endpoint}");
+    answer.json().await.unwrap()
 }
 
 async fn sessions_logged(shop: &Shop) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
@@ -202,9 +217,56 @@ async fn a_subscription_gets_one_checkout_session_until_it_starts(backend: Backe
     );
 
     // Paid: the first invoice names the reference in its subscription's metadata.
+    // Support sees the ask before Stripe tells of the subscription: its page by reference
+    // (where the requests list links) and the customer's page list it.
+    let viewer = shop.app.sign_in_as("vic", Role::Viewer).await;
+    let page: Value = dashboard(&shop, &viewer, "subscription", &[("id", "abo-7")]).await;
+    assert!(page["subscription"].is_null(), "{page}");
+    assert_eq!(page["asked"]["plan"], "thesis-monthly");
+    assert_eq!(page["asked"]["customer"], "abo7@example.ch");
+    assert_eq!(page["asked"]["checkout_generation"], 2);
+    assert_eq!(
+        page["asked"]["checkout_session_id"],
+        renewed["checkout_session_id"]
+    );
+    assert_eq!(page["asked"]["checkout_expired"], false);
+    assert_eq!(page["grants"].as_array().unwrap().len(), 0);
+    assert_eq!(page["requests"].as_array().unwrap().len(), 2);
+    let customer: Value =
+        dashboard(&shop, &viewer, "customer", &[("who", "ABO7@example.ch")]).await;
+    assert_eq!(
+        customer["asked"][0]["subscription_ref"], "abo-7",
+        "{customer}"
+    );
+    assert_eq!(customer["subscriptions"].as_array().unwrap().len(), 0);
+    let missing = shop
+        .app
+        .call(&viewer, "subscription", &[("id", "abo-404")])
+        .await;
+    assert_eq!(missing.status(), 404);
+
     let paid = event_of("invoice.paid.subscription_create", "ab7", "abo-7", None);
     assert_eq!(shop.app.deliver(&paid).await.status(), 200);
     drain(&shop.app).await;
+    // Started: its page by reference is the subscription's, with the ask beside it; the
+    // customer it was asked for and the one of the invoice list it, the ask no longer waits.
+    let page: Value = dashboard(&shop, &viewer, "subscription", &[("id", "abo-7")]).await;
+    assert_eq!(page["subscription"]["subscription_id"], "sub_1Qab70001Plan");
+    assert_eq!(page["asked"]["subscription_ref"], "abo-7");
+    assert_eq!(page["grants"].as_array().unwrap().len(), 1);
+    let customer: Value =
+        dashboard(&shop, &viewer, "customer", &[("who", "abo7@example.ch")]).await;
+    assert_eq!(customer["asked"].as_array().unwrap().len(), 0, "{customer}");
+    assert_eq!(
+        customer["subscriptions"][0]["subscription_id"],
+        "sub_1Qab70001Plan"
+    );
+    let invoiced: Value =
+        dashboard(&shop, &viewer, "customer", &[("who", "abo-ab7@example.ch")]).await;
+    assert_eq!(
+        invoiced["subscriptions"][0]["subscription_id"], "sub_1Qab70001Plan",
+        "{invoiced}"
+    );
     let started: Value = shop
         .get_api("/api/subscriptions/abo-7")
         .await
@@ -464,4 +526,340 @@ async fn a_refused_cancellation_is_asked_again_under_the_next_key(backend: Backe
         "subscription-cancel:abo-8:period-end:2"
     );
     assert_eq!(again["sent_now"], false);
+}
+
+/// A paid invoice that carries neither an e-mail nor the reference (delivered before anything
+/// else of its subscription) grants nobody: the claim waits. The worker reads the subscription
+/// from Stripe (a GET: only its metadata names the reference now), whose order-API customer
+/// gets the period once. Stripe away for that GET: retried, nothing lost.
+async fn an_invoice_naming_no_customer_waits_for_one_and_asks_stripe(backend: Backend) {
+    use claimcheck_core::worker::Attempt;
+    use claimcheck_sim::stripe_sim::FaultMode;
+
+    let shop = shop(backend).await;
+    let asked = shop
+        .post_api(
+            "/api/subscriptions",
+            json!({ "plan": "thesis-monthly", "customer_email": "walk@example.ch",
+                    "subscription_ref": "abo-get" }),
+        )
+        .await;
+    assert_eq!(asked.status(), 201);
+    let subscription = start_at_stripe(
+        &shop,
+        json!({ "id": "sub_1Qget0001Plan", "subscription_ref": "abo-get" }),
+    )
+    .await;
+    let mut paid: Value = serde_json::from_slice(&event_of(
+        "invoice.paid.subscription_create",
+        "get",
+        "abo-get",
+        Some(&subscription),
+    ))
+    .unwrap();
+    let invoice = &mut paid["data"]["object"];
+    invoice["customer_email"] = Value::Null;
+    invoice["parent"]["subscription_details"]["metadata"] = json!({});
+    assert_eq!(
+        shop.app
+            .deliver(&serde_json::to_vec(&paid).unwrap())
+            .await
+            .status(),
+        200
+    );
+    let worker = |stripe: bool| {
+        Worker::new(
+            shop.app.store.clone(),
+            "subscription-worker",
+            WorkerConfig {
+                plans: PLANS.parse::<Plans>().unwrap(),
+                base_backoff: std::time::Duration::from_millis(1),
+                stripe: stripe.then(|| shop.stripe()),
+                ..WorkerConfig::default()
+            },
+        )
+    };
+    let credits = || {
+        shop.app.db.count(
+            "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
+             WHERE customer_email = 'walk@example.ch'",
+        )
+    };
+    let failed = |attempts: Vec<Attempt>, why: &str| {
+        assert_eq!(attempts.len(), 1, "{attempts:?}");
+        match &attempts[0] {
+            Attempt::Failed { error, gave_up, .. } => {
+                assert!(error.contains(why), "{error}");
+                assert!(!gave_up);
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    // Without Stripe to ask: nothing is written, the claim is retried.
+    failed(
+        worker(false).run_once().await.unwrap(),
+        "names no customer yet",
+    );
+    assert_eq!(credits().await, 0);
+    assert_eq!(
+        shop.app
+            .db
+            .count("SELECT COUNT(*) FROM credit_ledger WHERE customer_email IS NULL")
+            .await,
+        0
+    );
+    // Stripe away for the GET: retried again.
+    let path = format!("/v1/subscriptions/{subscription}");
+    shop.arm(&path, FaultMode::Error500, 1, 0).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    failed(
+        worker(true).run_once().await.unwrap(),
+        "names no customer yet",
+    );
+    assert_eq!(credits().await, 0);
+    // Stripe answers: the reference, its customer, the period once.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let attempts = worker(true).run_once().await.unwrap();
+    assert!(
+        matches!(attempts.as_slice(), [Attempt::Processed { .. }]),
+        "{attempts:?}"
+    );
+    assert_eq!(credits().await, 40);
+    let shown: Value = shop
+        .get_api("/api/subscriptions/abo-get")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["subscription_id"], subscription.as_str());
+    assert_eq!(shown["credits_granted"], 40);
+}
+
+/// Stripe's test-helper and simulator calls of the life below.
+struct Life<'a> {
+    shop: &'a Shop,
+    clock: String,
+    /// Events of the simulator delivered so far.
+    delivered: usize,
+}
+
+impl Life<'_> {
+    async fn stripe(&self, path: &str, form: &[(&str, String)]) -> Value {
+        let answer = reqwest::Client::new()
+            .post(format!("{}{path}", self.shop.sim_url()))
+            .bearer_auth("sk_test_life")
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        answer.json().await.unwrap()
+    }
+
+    async fn sim(&self, path: &str, body: Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}{path}", self.shop.sim_url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn advance(&mut self, to: i64) {
+        let path = format!("/v1/test_helpers/test_clocks/{}/advance", self.clock);
+        let clock = self.stripe(&path, &[("frozen_time", to.to_string())]).await;
+        assert_eq!(clock["frozen_time"], to);
+        self.deliver().await;
+    }
+
+    /// Delivers the events the simulator made since the last call, then fulfils them.
+    async fn deliver(&mut self) {
+        let events: Vec<Value> = reqwest::get(format!("{}/_sim/events", self.shop.sim_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for event in &events[self.delivered..] {
+            let response = self
+                .shop
+                .app
+                .deliver(&serde_json::to_vec(event).unwrap())
+                .await;
+            assert_eq!(response.status(), 200, "{event}");
+        }
+        self.delivered = events.len();
+        drain(&self.shop.app).await;
+    }
+
+    async fn shown(&self) -> Value {
+        self.shop
+            .get_api("/api/subscriptions/abo-life")
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn credits(&self) -> i64 {
+        self.shop
+            .app
+            .db
+            .count(
+                "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
+                 WHERE customer_email = 'life@example.ch'",
+            )
+            .await
+    }
+}
+
+/// A subscription sold through the order API and paid at the simulator lives four months on a
+/// test clock, every event delivered as the simulator made it (the creation's in random
+/// order): a renewal whose card fails and is paid on retry, an upgrade paid in proportion, a
+/// downgrade at the period's end, half a renewal refunded, a cancellation at the period's end.
+/// Each period is granted once; delivering every event again changes nothing.
+async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Backend) {
+    const DAY: i64 = 86_400;
+    let shop = shop(backend).await;
+    let t0 = 1_767_225_600; // 2026-01-01
+    let mut life = Life {
+        shop: &shop,
+        clock: String::new(),
+        delivered: 0,
+    };
+    let clock = life
+        .stripe(
+            "/v1/test_helpers/test_clocks",
+            &[("frozen_time", t0.to_string())],
+        )
+        .await;
+    life.clock = clock["id"].as_str().unwrap().to_owned();
+    let asked: Value = shop
+        .post_api(
+            "/api/subscriptions",
+            json!({ "plan": "thesis-monthly", "customer_email": "life@example.ch",
+                    "subscription_ref": "abo-life" }),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let session = asked["checkout_session_id"].as_str().unwrap();
+    let paid = life
+        .sim(
+            &format!("/_sim/checkout/sessions/{session}/pay"),
+            json!({ "outcome": "card", "test_clock": life.clock }),
+        )
+        .await;
+    assert_eq!(paid.status(), 204);
+    life.deliver().await;
+    let shown = life.shown().await;
+    assert_eq!(shown["status"], "active", "{shown}");
+    assert_eq!(shown["credits_granted"], 40);
+    let subscription = shown["subscription_id"].as_str().unwrap().to_owned();
+    let period = |n: i64| t0 + n * 30 * DAY;
+    let grants = |end: i64| {
+        let (app, subscription) = (&shop.app, subscription.clone());
+        async move { crate::subscriptions::period_grants(app, &subscription, end).await }
+    };
+    assert_eq!(grants(period(1)).await, 40);
+
+    // The first renewal's card fails: nothing for the period, past due; Stripe's retry pays.
+    let armed = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/fail_next"),
+            json!({ "count": 1 }),
+        )
+        .await;
+    assert_eq!(armed.status(), 204);
+    life.advance(period(1) + DAY).await;
+    let shown = life.shown().await;
+    assert_eq!(shown["status"], "past_due", "{shown}");
+    let unpaid = shown["unpaid_invoice"].as_str().unwrap().to_owned();
+    assert_eq!(grants(period(2)).await, 0);
+    let retried = life
+        .sim(&format!("/_sim/invoices/{unpaid}/pay"), json!({}))
+        .await;
+    assert_eq!(retried.status(), 200);
+    life.deliver().await;
+    let shown = life.shown().await;
+    assert_eq!(shown["status"], "active", "{shown}");
+    assert!(shown["unpaid_invoice"].is_null(), "{shown}");
+    assert_eq!(grants(period(2)).await, 40);
+
+    // Half-way through the second period, an upgrade to thesis-pro: half the price difference
+    // paid, half the 60 extra credits granted.
+    life.advance(period(1) + 15 * DAY).await;
+    let upgraded = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/change"),
+            json!({ "unit_amount": 8900 }),
+        )
+        .await;
+    assert_eq!(upgraded.status(), 200);
+    let upgrade: Value = upgraded.json().await.unwrap();
+    assert_eq!(upgrade["amount_paid"], 2500);
+    life.deliver().await;
+    assert_eq!(grants(period(2)).await, 70);
+    assert_eq!(life.shown().await["plan"], "thesis-pro");
+
+    // Back to thesis-monthly at the period's end: the third period is billed and granted at it.
+    let scheduled = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/change"),
+            json!({ "unit_amount": 3900, "at_period_end": true }),
+        )
+        .await;
+    assert_eq!(scheduled.status(), 204);
+    life.advance(period(2) + DAY).await;
+    assert_eq!(grants(period(3)).await, 40);
+    assert_eq!(life.shown().await["plan"], "thesis-monthly");
+
+    // Half of that renewal refunded: half its credits revoked, once.
+    let objects: Value = reqwest::get(format!("{}/_sim/objects", shop.sim_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let renewal = objects["invoices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["billing_reason"] == "subscription_cycle" && i["status"] == "paid")
+        .max_by_key(|i| i["created"].as_i64())
+        .unwrap()
+        .clone();
+    let intent = renewal["payments"]["data"][0]["payment"]["payment_intent"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    life.stripe(
+        "/v1/refunds",
+        &[("payment_intent", intent), ("amount", "1950".into())],
+    )
+    .await;
+    life.deliver().await;
+    assert_eq!(life.credits().await, 40 + 40 + 30 + 40 - 20);
+
+    // Cancelled at the period's end through the order API: no fourth period.
+    let cancelled = shop
+        .post_api(
+            "/api/subscriptions/abo-life/cancel",
+            json!({ "at_period_end": true }),
+        )
+        .await;
+    assert_eq!(cancelled.status(), 200);
+    life.advance(period(3) + DAY).await;
+    let shown = life.shown().await;
+    assert_eq!(shown["status"], "canceled", "{shown}");
+    assert_eq!(shown["credits_granted"], 150);
+    assert_eq!(grants(period(4)).await, 0);
+    assert_eq!(life.credits().await, 130);
+
+    // Stripe resends everything: nothing changes.
+    life.delivered = 0;
+    life.deliver().await;
+    assert_eq!(life.credits().await, 130);
+    assert_eq!(life.shown().await["credits_granted"], 150);
 }

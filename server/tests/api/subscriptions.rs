@@ -80,7 +80,7 @@ fn charge_succeeded(tag: &str) -> Vec<u8> {
     .unwrap()
 }
 
-fn worker(store: &Store) -> Worker {
+pub(crate) fn worker(store: &Store) -> Worker {
     Worker::new(
         store.clone(),
         "billing-worker",
@@ -93,7 +93,7 @@ fn worker(store: &Store) -> Worker {
 }
 
 /// Runs `worker` until nothing is due; every attempt must have processed its claim.
-async fn drain(worker: &Worker) {
+pub(crate) async fn drain(worker: &Worker) {
     loop {
         let batch = worker.run_once().await.unwrap();
         if batch.is_empty() {
@@ -126,7 +126,7 @@ async fn credits(app: &TestApp, email: &str) -> i64 {
 }
 
 /// What the grants of `subscription` gave the period ending at `period_end`.
-async fn period_grants(app: &TestApp, subscription: &str, period_end: i64) -> i64 {
+pub(crate) async fn period_grants(app: &TestApp, subscription: &str, period_end: i64) -> i64 {
     app.db
         .count(&format!(
             "SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM subscription_grants \
@@ -160,8 +160,8 @@ fn orderings(n: usize) -> Vec<Vec<usize>> {
     }
 }
 
-const FIRST_PERIOD_END: i64 = 1_766_992_000;
-const SECOND_PERIOD_END: i64 = 1_769_584_000;
+pub(crate) const FIRST_PERIOD_END: i64 = 1_766_992_000;
+pub(crate) const SECOND_PERIOD_END: i64 = 1_769_584_000;
 const THIRD_PERIOD_END: i64 = 1_772_176_000;
 
 async fn the_creation_events_in_every_order_grant_the_first_period_once(app: TestApp) {
