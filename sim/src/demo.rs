@@ -3,10 +3,10 @@
 //! webhook endpoint with real signatures: card and SEPA payments, failed debits, refunds,
 //! Stripe-style retries, duplicates, twins, out-of-order arrival, orders opened through the
 //! order API and refunded through the outgoing client (in part, in two steps, one refund that
-//! fails), disputes won and lost with the events the simulator makes for them, a subscription
+//! fails), disputes won and lost with the events the simulator makes for them, subscriptions
 //! sold beside the packages and run three months on a test clock, and one worker crash that
-//! leaves a stale claim for an operator to re-drive. Ctrl-C stops everything; running it again resumes
-//! with the same data, login and secrets, and plays another day.
+//! leaves a stale claim for an operator to re-drive. Ctrl-C stops everything; running it again
+//! resumes with the same data, login and secrets, and plays another day.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -65,9 +65,8 @@ struct DemoState {
 const PACKAGES: &str = "thesis-40=40:4900:chf,thesis-100=100:9900:chf";
 /// The plan the demo's shop sells beside the packages.
 const PLANS: &str = "thesis-monthly=40:3900:chf:month";
-/// Months each day's subscription is run on its test clock (the first renewal's card fails
-/// and is paid on Stripe's retry).
-const PLAN_MONTHS: i64 = 3;
+/// Subscriptions sold each day, one of each life `simulate` gives them.
+const SUBSCRIPTIONS: usize = 4;
 
 fn fail(context: &str) -> impl Fn(String) -> SimError + '_ {
     move |e| SimError::Failed(format!("demo: {context}: {e}"))
@@ -774,155 +773,10 @@ pub struct DemoReport {
     pub spend_replays: usize,
     pub spends_refused: usize,
     pub credits_wrong: Vec<String>,
-    /// The day's subscription (its reference) and the credits its paid periods granted.
-    pub subscription: String,
+    /// The day's subscriptions, run three months each on a test clock, and the credits their
+    /// paid periods are due (each checked through the order API: see `exactly_once`).
+    pub subscriptions: usize,
     pub subscription_credits: i64,
-}
-
-/// A form POST to the simulator's Stripe API (test helpers included), as the demo's key.
-async fn stripe_form(
-    client: &reqwest::Client,
-    sim: &str,
-    path: &str,
-    form: &[(&str, String)],
-) -> Result<serde_json::Value, SimError> {
-    client
-        .post(format!("{sim}{path}"))
-        .bearer_auth("sk_test_demo")
-        .form(form)
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| fail("simulator")(e.to_string()))?
-        .json()
-        .await
-        .map_err(|e| fail("simulator")(e.to_string()))
-}
-
-/// The day's subscription: sold through the order API, paid at the simulator on a test clock,
-/// then run [`PLAN_MONTHS`] months on (the first renewal fails and is paid on retry), the
-/// simulator delivering every event. Its reference, the credits granted, and what is wrong
-/// (every period paid must be granted the plan's 40 credits once).
-async fn plan_subscription(
-    base: &str,
-    state: &DemoState,
-    client: &reqwest::Client,
-    stripe: &StripeApi,
-    day: u32,
-) -> Result<(String, i64, Vec<String>), SimError> {
-    let sim = stripe.config().api_base.trim_end_matches('/').to_owned();
-    let reference = format!("abo_demo_d{day}");
-    let start = now_ms() / 1000;
-    let clock = stripe_form(
-        client,
-        &sim,
-        "/v1/test_helpers/test_clocks",
-        &[("frozen_time", start.to_string())],
-    )
-    .await?;
-    let clock = clock["id"].as_str().unwrap_or_default().to_owned();
-    let asked: serde_json::Value = client
-        .post(format!("{base}/api/subscriptions"))
-        .bearer_auth(&state.api_token)
-        .json(
-            &json!({ "plan": "thesis-monthly", "subscription_ref": reference,
-                       "customer_email": format!("abo-d{day}@example.ch") }),
-        )
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| fail("order API")(e.to_string()))?
-        .json()
-        .await
-        .map_err(|e| fail("order API")(e.to_string()))?;
-    let session = asked["checkout_session_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    client
-        .post(format!("{sim}/_sim/checkout/sessions/{session}/pay"))
-        .json(&json!({ "outcome": "card", "test_clock": clock }))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| fail("simulator")(e.to_string()))?;
-    let session = stripe
-        .retrieve_checkout_session(&session)
-        .await
-        .map_err(|e| fail("simulator")(e.to_string()))?;
-    let subscription = session
-        .subscription
-        .map(|s| s.id().as_str().to_owned())
-        .unwrap_or_default();
-    client
-        .post(format!("{sim}/_sim/subscriptions/{subscription}/fail_next"))
-        .json(&json!({ "count": 1 }))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| fail("simulator")(e.to_string()))?;
-    let advance = format!("/v1/test_helpers/test_clocks/{clock}/advance");
-    for month in 1..=PLAN_MONTHS {
-        let to = start + month * 30 * 86_400 + 3600;
-        stripe_form(client, &sim, &advance, &[("frozen_time", to.to_string())]).await?;
-        if month == 1 {
-            // Stripe's retry pays the failed renewal.
-            let objects: serde_json::Value = client
-                .get(format!("{sim}/_sim/objects"))
-                .send()
-                .await
-                .and_then(reqwest::Response::error_for_status)
-                .map_err(|e| fail("simulator")(e.to_string()))?
-                .json()
-                .await
-                .map_err(|e| fail("simulator")(e.to_string()))?;
-            let open = objects["invoices"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|i| {
-                    i["status"] == "open"
-                        && i["parent"]["subscription_details"]["subscription"]
-                            == subscription.as_str()
-                });
-            if let Some(invoice) = open.and_then(|i| i["id"].as_str()) {
-                sim_post(
-                    client,
-                    format!("{sim}/_sim/invoices/{invoice}/pay"),
-                    json!({}),
-                )
-                .await?;
-            }
-        }
-    }
-    let expected = 40 * (1 + PLAN_MONTHS);
-    let mut shown = serde_json::Value::Null;
-    for _ in 0..400 {
-        shown = client
-            .get(format!("{base}/api/subscriptions/{reference}"))
-            .bearer_auth(&state.api_token)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| fail("order API")(e.to_string()))?
-            .json()
-            .await
-            .map_err(|e| fail("order API")(e.to_string()))?;
-        if shown["credits_granted"] == expected && shown["status"] == "active" {
-            return Ok((reference, expected, Vec::new()));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let granted = shown["credits_granted"].as_i64().unwrap_or(0);
-    Ok((
-        reference.clone(),
-        granted,
-        vec![format!(
-            "{reference}: {granted} credits granted for {} paid periods of 40, status {}",
-            1 + PLAN_MONTHS,
-            shown["status"]
-        )],
-    ))
 }
 
 pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
@@ -1014,14 +868,13 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
         package: "thesis-40".into(),
         // The day's customers spend too, racing their refunds and disputes.
         spends: args.orders / 2,
+        subscriptions: SUBSCRIPTIONS,
+        plan: "thesis-monthly".into(),
     };
     let play = async {
         let (opened, refunded, mut money_wrong) =
             api_orders(&base, &state, &secret, &client, &store, &stripe, state.days).await?;
         let spent = shop_spends(&base, &state, &client, state.days).await?;
-        let (subscription, subscription_credits, plan_wrong) =
-            plan_subscription(&base, &state, &client, &stripe, state.days).await?;
-        money_wrong.extend(plan_wrong);
         let outage_recovered =
             outage_repaired_by_reconcile(&base, &state, &client, &store, &stripe, state.days)
                 .await?;
@@ -1071,8 +924,8 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
                 .into_iter()
                 .chain(verdict.credits_wrong)
                 .collect(),
-            subscription,
-            subscription_credits,
+            subscriptions: verdict.subscriptions,
+            subscription_credits: verdict.subscription_credits,
         })
     };
     let report = tokio::select! {
@@ -1082,13 +935,13 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
     if let Some(report) = &report {
         let stale = report.stale_claim_state == ClaimState::Stale.as_str();
         say(&format!(
-            "day {} played: {} orders through the order API ({} refunded); subscription {} run \
-             {PLAN_MONTHS} months ({} credits); {} spends of credits ({} retries answered once, \
-             {} refused); exactly-once {}; crashed worker's claim {} is {}{}",
+            "day {} played: {} orders through the order API ({} refunded); {} subscriptions run \
+             three months ({} credits); {} spends of credits ({} retries answered once, {} \
+             refused); exactly-once {}; crashed worker's claim {} is {}{}",
             report.day,
             report.api_orders,
             report.api_refunds,
-            report.subscription,
+            report.subscriptions,
             report.subscription_credits,
             report.spends,
             report.spend_replays,

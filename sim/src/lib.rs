@@ -15,6 +15,7 @@ mod error;
 mod host;
 pub mod simulate;
 pub mod stripe_sim;
+mod subscription_lives;
 mod synthetic;
 
 use std::net::SocketAddr;

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::SimError;
 use crate::credit_audit::read_back;
+use crate::subscription_lives::{self, SimSubscription};
 
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
@@ -75,6 +76,15 @@ pub struct SimulateArgs {
     /// refunds and disputes); then every customer's ledger is read back.
     #[arg(long, default_value_t = 100)]
     pub spends: usize,
+    /// Subscriptions sold through the order API (with --stripe-sim) and run three months on
+    /// one of the simulator's test clocks: renewed, a renewal failed then paid on retry, one
+    /// failed and never paid, one cancelled at its second period's end; each read back: the
+    /// plan's credits for every paid period, once.
+    #[arg(long, default_value_t = 0)]
+    pub subscriptions: usize,
+    /// The plan those subscriptions buy.
+    #[arg(long, default_value = "thesis-monthly")]
+    pub plan: String,
 }
 
 /// What happens to one order over the day.
@@ -559,6 +569,10 @@ pub struct Verdict {
     pub delivery_statuses: BTreeMap<u16, usize>,
     /// Spend requests the shop sent again after a 5xx or a failed connection.
     pub spends_resent: usize,
+    /// Subscriptions checked through the order API (each right, or listed in `wrong`), and
+    /// the credits their paid periods are due in all.
+    pub subscriptions: usize,
+    pub subscription_credits: i64,
 }
 
 pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
@@ -606,9 +620,22 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
         resent: AtomicUsize::new(0),
     };
     let spending = shop.spend_through_the_day(&customers, args.spends, spend_gap, seed);
+    let mut subscriptions = Vec::new();
     let delivering = async {
         if let Some(sim) = &args.stripe_sim {
             through_the_simulator(&client, args, sim, &targets, &mut orders, &mut sent).await?;
+            if args.subscriptions > 0 {
+                subscriptions = subscription_lives::run(
+                    &client,
+                    sim,
+                    &targets[0],
+                    &args.api_token,
+                    &run,
+                    &args.plan,
+                    args.subscriptions,
+                )
+                .await?;
+            }
         }
         for (i, delivery) in plan.iter().enumerate() {
             let target = &targets[i % targets.len()];
@@ -667,6 +694,19 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
                         .unwrap_or_else(|| "no order".into())
                 ));
             }
+        }
+        for subscription in &subscriptions {
+            let path = format!("/api/subscriptions/{}", subscription.reference);
+            let seen: Option<Value> = match client
+                .get(format!("{}{path}", targets[0]))
+                .bearer_auth(&args.api_token)
+                .send()
+                .await
+            {
+                Ok(response) if response.status().is_success() => response.json().await.ok(),
+                _ => None,
+            };
+            wrong.extend(subscription.check(seen.as_ref()));
         }
         if wrong.is_empty() || Instant::now() > deadline {
             break;
@@ -745,6 +785,18 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
             .as_secs_f64()
             * 1000.0
     ));
+    if !subscriptions.is_empty() {
+        report(&format!(
+            "subscriptions: {} sold and run {} months on a test clock (renewed, paid on retry, \
+             a renewal never paid, cancelled), {} credits for their paid periods",
+            subscriptions.len(),
+            subscription_lives::MONTHS,
+            subscriptions
+                .iter()
+                .map(SimSubscription::expected_credits)
+                .sum::<i64>()
+        ));
+    }
     report(&format!(
         "spends: {} sent twice each, {} spent, {} refused for want of credits, {} customers' \
          ledgers read back",
@@ -763,6 +815,11 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
         settled_after_ms: started.elapsed().as_millis(),
         delivery_statuses: sent.statuses.clone(),
         spends_resent: shop.resent.load(Ordering::Relaxed),
+        subscriptions: subscriptions.len(),
+        subscription_credits: subscriptions
+            .iter()
+            .map(SimSubscription::expected_credits)
+            .sum(),
         wrong,
     };
     report(&format!(

@@ -57,8 +57,9 @@ async fn a_demo_day_keeps_every_invariant_and_resumes() {
     assert_eq!(day["stale_claim_state"], "stale");
     assert_eq!(day["api_refunds"], 3);
     assert_eq!(day["money_wrong"], serde_json::json!([]), "{stdout}");
-    // The day's subscription: four paid periods (one paid on retry) of 40 credits.
-    assert_eq!(day["subscription_credits"], 160, "{stdout}");
+    // The day's four subscriptions, one of each life: 4 + 4 + 3 + 2 paid periods of 40.
+    assert_eq!(day["subscriptions"], 4, "{stdout}");
+    assert_eq!(day["subscription_credits"], 40 * 13, "{stdout}");
     assert_eq!(day["outage_recovered"], 2, "{stdout}");
     assert!(stdout.contains("reconciliation recovered 2"), "{stdout}");
     // The shop spent its customers' credits: two runs and two captures, every request

@@ -250,6 +250,8 @@ async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
         stripe_sim: None,
         package: "thesis-40".into(),
         spends: 40,
+        subscriptions: 0,
+        plan: "thesis-monthly".into(),
     };
     let day = tokio::spawn(async move { run_day(&args).await });
 

@@ -40,6 +40,8 @@ async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
         stripe_sim: None,
         package: "thesis-40".into(),
         spends: SPENDS,
+        subscriptions: 0,
+        plan: "thesis-monthly".into(),
     };
     let verdict = run_day(&args).await.unwrap();
     assert!(
@@ -101,6 +103,8 @@ async fn a_refused_token_is_reported_not_a_verdict() {
         stripe_sim: None,
         package: "thesis-40".into(),
         spends: SPENDS,
+        subscriptions: 0,
+        plan: "thesis-monthly".into(),
     };
     let error = run_day(&args).await.unwrap_err();
     assert!(error.to_string().contains("API token"), "{error}");
@@ -149,8 +153,9 @@ async fn the_simulate_command_against_two_serve_processes_is_exactly_once() {
 }
 
 /// The day played through the Stripe simulator: orders opened through the order API, paid,
-/// refunded and disputed at the simulator, every event made and delivered by it (with
-/// duplicates and twins), on two instances sharing PostgreSQL.
+/// refunded and disputed at the simulator, subscriptions sold and run three months on its
+/// test clock, every event made and delivered by it (with duplicates and twins), on two
+/// instances sharing PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
     use claimcheck_sim::stripe_sim::{SimOptions, StripeSim};
@@ -170,6 +175,7 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
         config.stripe = Some(stripe.clone());
         config.checkout_urls = Some(crate::outgoing::urls());
         config.worker.packages = crate::outgoing::PACKAGES.parse().unwrap();
+        config.worker.plans = crate::subscriptions::PLANS.parse().unwrap();
     };
     let first = spawn_app_with(Backend::Postgres, configure).await;
     let (second, _stop_second) = spawn_instance(&first, configure).await;
@@ -188,6 +194,8 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
         stripe_sim: Some(sim.base_url()),
         package: "thesis-40".into(),
         spends: SPENDS,
+        subscriptions: 8,
+        plan: "thesis-monthly".into(),
     };
     let verdict = run_day(&args).await.unwrap();
     assert!(
@@ -196,6 +204,16 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
         verdict.wrong, verdict.credits_wrong
     );
     assert_eq!(verdict.spends + verdict.spends_refused, SPENDS);
+    // Eight subscriptions, two of each life, 40 credits a paid period: 4 + 4 + 3 + 2 periods.
+    assert_eq!(verdict.subscriptions, 8);
+    assert_eq!(verdict.subscription_credits, 2 * 40 * (4 + 4 + 3 + 2));
+    assert_eq!(
+        first
+            .db
+            .count("SELECT COUNT(*) FROM subscription_grants")
+            .await,
+        2 * (4 + 4 + 3 + 2)
+    );
     assert_eq!(
         first
             .db

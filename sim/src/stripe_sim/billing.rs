@@ -464,8 +464,15 @@ impl SimState {
             for (kind, object) in self.invoice_paid_events(&invoice, at) {
                 self.event_at(kind, object, at);
             }
-            if changed.is_some() {
-                self.subscription_changed(id, "customer.subscription.updated", |_| {});
+            // Its latest invoice paid: active again, even with an earlier one left unpaid.
+            let past_due = self
+                .subscriptions
+                .get(id)
+                .is_some_and(|s| s["status"] == "past_due");
+            if changed.is_some() || past_due {
+                self.subscription_changed(id, "customer.subscription.updated", |s| {
+                    s["status"] = json!("active");
+                });
             }
         }
     }
