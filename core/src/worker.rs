@@ -180,8 +180,11 @@ impl Worker {
         crate::failpoint::hit("after-lease").await;
         let mut attempts = Vec::with_capacity(claims.len());
         let mut planned = Vec::with_capacity(claims.len());
+        // Reads from Stripe take at most half the lease; past it, the claims wait for their
+        // next attempt.
+        let ask_until = leased_at + self.lease_ms() / 2;
         for claim in claims {
-            match self.plan(&claim).await {
+            match self.plan(&claim, ask_until).await {
                 Ok(plan) => planned.push((claim, plan)),
                 Err(error) => attempts.push(self.fail(claim, error).await?),
             }
@@ -220,9 +223,10 @@ impl Worker {
 
     /// What `claim` does. A paid invoice whose credits name no customer (no e-mail on it, no
     /// order-API reference in its subscription's metadata) and whose subscription nothing
-    /// here knows yet has the subscription read from Stripe, whose metadata may carry the
-    /// reference; if that fails, the store says so and the claim is retried.
-    async fn plan(&self, claim: &LeasedClaim) -> Result<Plan, String> {
+    /// here knows yet has the subscription read from Stripe (until `ask_until`, unix ms),
+    /// whose metadata may carry the reference; if that fails, the store says so and the claim
+    /// is retried.
+    async fn plan(&self, claim: &LeasedClaim, ask_until: i64) -> Result<Plan, String> {
         let mut planned = plan(
             &claim.event_type,
             &claim.payload,
@@ -235,7 +239,12 @@ impl Worker {
             let nameless = invoice.customer_email.is_none()
                 && !invoice.metadata.contains_key(crate::billing::REF_KEY)
                 && paid.grants.iter().any(|g| g.credits > 0);
-            if let Some(subscription_id) = invoice.subscription_id.clone().filter(|_| nameless) {
+            let in_time = now_ms() < ask_until;
+            if let Some(subscription_id) = invoice
+                .subscription_id
+                .clone()
+                .filter(|_| nameless && in_time)
+            {
                 let known = matches!(
                     self.store.subscriptions().get(&subscription_id).await,
                     Ok(Some(s)) if s.customer_email.is_some() || s.subscription_ref.is_some()
@@ -264,7 +273,7 @@ impl Worker {
     async fn work(&self, claim: LeasedClaim) -> Result<Attempt, StoreError> {
         let deadline = now_ms() + self.lease_ms() - self.lease_ms() / 10;
         crate::failpoint::hit("after-lease").await;
-        match self.plan(&claim).await {
+        match self.plan(&claim, now_ms() + self.lease_ms() / 2).await {
             Err(error) => self.fail(claim, error).await,
             Ok(plan) => {
                 let fulfilled = self.fulfil_waiting(&claim, &plan, deadline).await;
@@ -328,7 +337,7 @@ impl Worker {
             }
             Ok(Fulfilled::CustomerUnknown { invoice_id }) => {
                 let error = format!(
-                    "invoice {invoice_id} names no customer yet (no e-mail on it, no Checkout Session of its subscription, no subscription_ref the order API was asked for, in the invoice or at Stripe); retried until an event names one"
+                    "invoice {invoice_id} names no customer yet (no e-mail on it, no Checkout Session of its subscription, no subscription_ref the order API was asked for, in the invoice or, when this worker could ask, in Stripe's subscription); retried while attempts last, then failed for an operator to re-drive once an event names the customer"
                 );
                 self.fail(claim, error).await
             }

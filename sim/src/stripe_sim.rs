@@ -1129,7 +1129,10 @@ async fn retrieve_subscription(
 ) -> Response {
     let path = format!("/v1/subscriptions/{id}");
     retrieve(&sim, &headers, &path, "subscription", &id, |state| {
-        state.subscriptions.get(&id).cloned()
+        state
+            .subscriptions
+            .contains_key(&id)
+            .then(|| state.subscription_object(&id))
     })
 }
 

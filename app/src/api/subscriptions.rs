@@ -212,10 +212,15 @@ pub async fn get_subscription(id: String) -> Result<SubscriptionDetail, ServerFn
             .map_err(server::unavailable)?,
         None => Vec::new(),
     };
-    let requests = match &reference {
+    // Its requests are recorded under the reference as the order API took it.
+    let recorded = found
+        .as_ref()
+        .and_then(|f| f.subscription_ref.clone())
+        .or_else(|| reference.as_ref().map(|r| r.to_string()));
+    let requests = match &recorded {
         Some(reference) => store
             .stripe_requests()
-            .for_subscription(reference.as_str())
+            .for_subscription(reference)
             .await
             .map_err(server::unavailable)?,
         None => Vec::new(),

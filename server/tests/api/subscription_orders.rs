@@ -19,6 +19,7 @@ on_both_backends!(
     a_refused_cancellation_is_asked_again_under_the_next_key,
     an_invoice_naming_no_customer_waits_for_one_and_asks_stripe,
     a_subscription_lives_months_on_the_simulator_s_test_clock,
+    a_subscription_paid_before_its_events_came_gets_no_second_session,
 );
 
 async fn drain(app: &TestApp) {
@@ -244,6 +245,22 @@ async fn a_subscription_gets_one_checkout_session_until_it_starts(backend: Backe
         .call(&viewer, "subscription", &[("id", "abo-404")])
         .await;
     assert_eq!(missing.status(), 404);
+    // The header search opens the ask by its reference, and its customer by the e-mail.
+    let opens = |term: &'static str| {
+        let (app, viewer) = (&shop.app, &viewer);
+        async move {
+            let answer = viewer
+                .get(app.url("/search/go"))
+                .query(&[("q", term)])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status(), 303, "{term}");
+            answer.headers()["location"].to_str().unwrap().to_owned()
+        }
+    };
+    assert_eq!(opens("abo-7").await, "/subscriptions/abo-7");
+    assert_eq!(opens("Abo7@example.ch").await, "/customers/abo7@example.ch");
 
     let paid = event_of("invoice.paid.subscription_create", "ab7", "abo-7", None);
     assert_eq!(shop.app.deliver(&paid).await.status(), 200);
@@ -862,4 +879,55 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     life.deliver().await;
     assert_eq!(life.credits().await, 130);
     assert_eq!(life.shown().await["credits_granted"], 150);
+}
+
+/// The customer paid the subscription's session at the last second and no event of it has
+/// been processed: past its expiry by our clock, asking again gets 409 checkout_completed,
+/// never a second session (nor, once expired, a paid session expired at Stripe).
+async fn a_subscription_paid_before_its_events_came_gets_no_second_session(backend: Backend) {
+    let shop = shop(backend).await;
+    let ask = json!({ "plan": "thesis-monthly", "customer_email": "late@example.ch",
+                      "subscription_ref": "abo-late" });
+    let first: Value = shop
+        .post_api("/api/subscriptions", ask.clone())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let session = first["checkout_session_id"].as_str().unwrap().to_owned();
+    let paid = reqwest::Client::new()
+        .post(format!(
+            "{}/_sim/checkout/sessions/{session}/pay",
+            shop.sim_url()
+        ))
+        .json(&json!({ "outcome": "card" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), 204);
+    shop.app
+        .db
+        .execute(&format!(
+            "UPDATE subscription_checkouts SET checkout_expires_at = {} \
+             WHERE subscription_ref = 'abo-late'",
+            claimcheck_core::now_ms() - 3_600_000
+        ))
+        .await;
+    let again = shop.post_api("/api/subscriptions", ask).await;
+    assert_eq!(again.status(), 409);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["error"], "checkout_completed", "{again}");
+    assert!(again["message"].as_str().unwrap().contains(&session));
+    assert_eq!(sessions_logged(&shop).await.len(), 1);
+    // A paid session cannot be expired at Stripe either.
+    let expire = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/checkout/sessions/{session}/expire",
+            shop.sim_url()
+        ))
+        .bearer_auth("sk_test_shop")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(expire.status(), 400);
 }
