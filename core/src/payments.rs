@@ -123,10 +123,11 @@ pub enum PaymentError {
         currency: String,
     },
     /// Its Checkout Session is past its `expires_at` here, but Stripe says it was completed:
-    /// the payment's event has not been processed yet, and a new session could be paid twice.
+    /// its payment is on its way (the event not processed yet, or a bank debit still
+    /// clearing), and a new session could be paid twice.
     #[error(
-        "{0}: Stripe says its Checkout Session {1} was completed; the payment's event has not \
-         been processed yet, so no new session is opened"
+        "{0}: Stripe says its Checkout Session {1} was completed; its payment is on its way (the \
+         event not processed yet, or a bank debit still clearing), so no new session is opened"
     )]
     CheckoutCompleted(String, String),
     /// The order is paid, refunded, disputed or failed: no new Checkout Session is opened.
