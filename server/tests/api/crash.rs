@@ -81,6 +81,94 @@ async fn killed_after_the_ledger_write_postgres() {
     drill(Backend::Postgres, "after-ledger").await;
 }
 
+/// A subscription's paid invoice: the instance granting it is killed at `failpoint`, a
+/// second one takes the stale claim over while Stripe's twin (another Event object for the
+/// same invoice) and a resend arrive; the period is granted once.
+#[cfg(feature = "failpoints")]
+async fn billing_drill(backend: Backend, failpoint: &str) {
+    use crate::process::Launch;
+    use crate::subscriptions::{FIRST_PERIOD_END, PLANS, billing, period_grants_in};
+
+    let db = TestDb::create(backend).await;
+    let launch = |failpoint: Option<&str>| {
+        let mut env = vec![("CLAIMCHECK_PLANS", PLANS.to_owned())];
+        env.extend(failpoint.map(|f| ("CLAIMCHECK_FAILPOINT", f.to_owned())));
+        Server::launch(
+            &db,
+            Launch {
+                env,
+                under: Vec::new(),
+            },
+        )
+    };
+    let mut doomed = launch(Some(failpoint));
+    doomed
+        .deliver_body(billing("invoice.paid.subscription_create", "crs"))
+        .await;
+    doomed.wait_for(&format!("failpoint {failpoint} reached"));
+    doomed.kill();
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM subscription_grants").await,
+        0,
+        "uncommitted work survived"
+    );
+
+    let survivor = launch(None);
+    survivor
+        .deliver_body(billing("invoice.paid.subscription_create.twin", "crs"))
+        .await;
+    survivor
+        .deliver_body(billing("invoice.paid.subscription_create", "crs"))
+        .await;
+    wait_until(
+        &db,
+        "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'",
+        1,
+    )
+    .await;
+    assert_eq!(
+        period_grants_in(&db, "sub_1Qcrs0001Plan", FIRST_PERIOD_END).await,
+        40
+    );
+    assert_eq!(
+        db.count(
+            "SELECT COUNT(*) FROM credit_ledger WHERE order_id = 'in_1Qcrs0001Invoice' \
+             AND kind = 'unlock'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
+            .await,
+        0
+    );
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_killed_after_the_lease_is_granted_once_sqlite() {
+    billing_drill(Backend::Sqlite, "after-lease").await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_killed_after_the_lease_is_granted_once_postgres() {
+    billing_drill(Backend::Postgres, "after-lease").await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_killed_after_its_ledger_write_is_granted_once_postgres() {
+    billing_drill(Backend::Postgres, "after-ledger").await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_killed_after_its_ledger_write_is_granted_once_sqlite() {
+    billing_drill(Backend::Sqlite, "after-ledger").await;
+}
+
 /// Two `claimcheck serve` processes on one PostgreSQL database; every order's deliveries
 /// (each event three times, plus a twin) are split across both, concurrently.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

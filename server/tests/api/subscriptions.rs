@@ -127,12 +127,20 @@ async fn credits(app: &TestApp, email: &str) -> i64 {
 
 /// What the grants of `subscription` gave the period ending at `period_end`.
 pub(crate) async fn period_grants(app: &TestApp, subscription: &str, period_end: i64) -> i64 {
-    app.db
-        .count(&format!(
-            "SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM subscription_grants \
-             WHERE subscription_id = '{subscription}' AND period_end = {period_end}"
-        ))
-        .await
+    period_grants_in(&app.db, subscription, period_end).await
+}
+
+/// Likewise, in `db`.
+pub(crate) async fn period_grants_in(
+    db: &crate::helpers::TestDb,
+    subscription: &str,
+    period_end: i64,
+) -> i64 {
+    db.count(&format!(
+        "SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM subscription_grants \
+         WHERE subscription_id = '{subscription}' AND period_end = {period_end}"
+    ))
+    .await
 }
 
 async fn subscription_text(app: &TestApp, subscription: &str, column: &str) -> String {
