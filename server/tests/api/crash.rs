@@ -18,29 +18,66 @@ pub(crate) async fn wait_until(db: &TestDb, sql: &str, expected: i64) {
     }
 }
 
+/// The drill: a `serve` (with `env`) killed at `failpoint` while it fulfils `event`, with
+/// nothing of it left in `written` (a count); a second one takes the stale claim over while
+/// Stripe's `twin` and a resend of `event` arrive; every claim ends processed. The database,
+/// for what each case then checks.
 #[cfg(feature = "failpoints")]
-async fn drill(backend: Backend, failpoint: &str) {
+async fn killed_and_taken_over(
+    backend: Backend,
+    failpoint: &str,
+    env: &[(&str, &str)],
+    event: Vec<u8>,
+    twin: Vec<u8>,
+    written: &str,
+) -> TestDb {
+    use crate::process::Launch;
+
     let db = TestDb::create(backend).await;
-    let mut doomed = Server::start(&db, Some(failpoint));
-    doomed.deliver("checkout.session.completed.paid").await;
+    let launch = |failpoint: Option<&str>| {
+        let mut env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        env.extend(failpoint.map(|f| ("CLAIMCHECK_FAILPOINT", f.to_owned())));
+        Server::launch(
+            &db,
+            Launch {
+                env,
+                under: Vec::new(),
+            },
+        )
+    };
+    let mut doomed = launch(Some(failpoint));
+    doomed.deliver_body(event.clone()).await;
     doomed.wait_for(&format!("failpoint {failpoint} reached"));
     doomed.kill();
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM credit_ledger").await,
-        0,
-        "uncommitted work survived"
-    );
+    assert_eq!(db.count(written).await, 0, "uncommitted work survived");
 
-    let survivor = Server::start(&db, None);
+    let survivor = launch(None);
     // The twin and a retry arrive while the claim is still stale.
-    survivor
-        .deliver("checkout.session.completed.paid.twin")
-        .await;
-    survivor.deliver("checkout.session.completed.paid").await;
+    survivor.deliver_body(twin).await;
+    survivor.deliver_body(event).await;
     wait_until(
         &db,
         "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'",
         1,
+    )
+    .await;
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
+            .await,
+        0
+    );
+    db
+}
+
+#[cfg(feature = "failpoints")]
+async fn drill(backend: Backend, failpoint: &str) {
+    let db = killed_and_taken_over(
+        backend,
+        failpoint,
+        &[],
+        fixture("checkout.session.completed.paid"),
+        fixture("checkout.session.completed.paid.twin"),
+        "SELECT COUNT(*) FROM credit_ledger",
     )
     .await;
     assert_eq!(
@@ -49,11 +86,6 @@ async fn drill(backend: Backend, failpoint: &str) {
         )
         .await,
         1
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
-            .await,
-        0
     );
 }
 
@@ -86,44 +118,15 @@ async fn killed_after_the_ledger_write_postgres() {
 /// same invoice) and a resend arrive; the period is granted once.
 #[cfg(feature = "failpoints")]
 async fn billing_drill(backend: Backend, failpoint: &str) {
-    use crate::process::Launch;
     use crate::subscriptions::{FIRST_PERIOD_END, PLANS, billing, period_grants_in};
 
-    let db = TestDb::create(backend).await;
-    let launch = |failpoint: Option<&str>| {
-        let mut env = vec![("CLAIMCHECK_PLANS", PLANS.to_owned())];
-        env.extend(failpoint.map(|f| ("CLAIMCHECK_FAILPOINT", f.to_owned())));
-        Server::launch(
-            &db,
-            Launch {
-                env,
-                under: Vec::new(),
-            },
-        )
-    };
-    let mut doomed = launch(Some(failpoint));
-    doomed
-        .deliver_body(billing("invoice.paid.subscription_create", "crs"))
-        .await;
-    doomed.wait_for(&format!("failpoint {failpoint} reached"));
-    doomed.kill();
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM subscription_grants").await,
-        0,
-        "uncommitted work survived"
-    );
-
-    let survivor = launch(None);
-    survivor
-        .deliver_body(billing("invoice.paid.subscription_create.twin", "crs"))
-        .await;
-    survivor
-        .deliver_body(billing("invoice.paid.subscription_create", "crs"))
-        .await;
-    wait_until(
-        &db,
-        "SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'",
-        1,
+    let db = killed_and_taken_over(
+        backend,
+        failpoint,
+        &[("CLAIMCHECK_PLANS", PLANS)],
+        billing("invoice.paid.subscription_create", "crs"),
+        billing("invoice.paid.subscription_create.twin", "crs"),
+        "SELECT COUNT(*) FROM subscription_grants",
     )
     .await;
     assert_eq!(
@@ -137,11 +140,6 @@ async fn billing_drill(backend: Backend, failpoint: &str) {
         )
         .await,
         1
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM processed_stripe_events WHERE status <> 'processed'")
-            .await,
-        0
     );
 }
 
