@@ -212,6 +212,7 @@ UPDATE processed_stripe_events SET resolved_at = NULL, resolved_by = NULL, resol
 UPDATE processed_stripe_events SET source_run = $2 WHERE event_id = $1 AND source = 'reconcile' AND source_run IS NULL
 UPDATE processed_stripe_events SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, last_error = 'the lease expired on the last allowed attempt (worker crashed or ran out of time)' WHERE status = 'processing' AND lease_expires_at <= $1 AND attempts >= $2 AND event_type IN ('checkout.session.completed')
 UPDATE processed_stripe_events SET status = 'processed', processed_at = $3, lease_owner = NULL, lease_expires_at = NULL, last_error = NULL WHERE event_id IN (SELECT value FROM json_each($1)) AND lease_owner = $2
+UPDATE processed_stripe_events SET terms_indexed = TRUE WHERE event_id = $1
 UPDATE reconcile_state SET lease_owner = $1, lease_until = $2 + $3 WHERE id = 1 AND (lease_until IS NULL OR lease_until <= $2) RETURNING cursor
 UPDATE reconcile_state SET lease_owner = NULL, lease_until = NULL, cursor = CASE WHEN $2 < 0 THEN cursor WHEN cursor IS NULL OR cursor < $2 THEN $2 ELSE cursor END WHERE id = 1 AND lease_owner = $1
 UPDATE recovery_codes SET used_at = $3 WHERE username = $1 AND code_hash = $2 AND used_at IS NULL
