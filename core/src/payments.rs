@@ -179,7 +179,15 @@ pub(crate) async fn session_needs_replacing(
     let Some(session_id) = session_id else {
         return Ok(true);
     };
-    let session = api.retrieve_checkout_session(session_id).await?;
+    let Some(session) = api.retrieve_checkout_session(session_id).await? else {
+        // Stripe holds no such session (the account or its mode changed): nobody can pay it.
+        tracing::warn!(
+            subject,
+            session_id,
+            "Stripe does not know the checkout session past its expiry; opening the next one"
+        );
+        return Ok(true);
+    };
     match session.status {
         Some(CheckoutSessionStatus::Expired) => Ok(true),
         Some(CheckoutSessionStatus::Complete) => Err(PaymentError::CheckoutCompleted(
@@ -334,7 +342,13 @@ pub(crate) async fn send_session(
                     record.idempotency_key
                 ))
             })?;
-            let session = api.retrieve_checkout_session(&id).await?;
+            let session = api.retrieve_checkout_session(&id).await?.ok_or_else(|| {
+                CallError::Indeterminate {
+                    key: record.idempotency_key.clone(),
+                    attempts: 1,
+                    last: format!("Stripe does not know checkout session {id}"),
+                }
+            })?;
             (id, session.url, session.expires_at)
         }
     })
@@ -545,11 +559,12 @@ pub async fn refund(
 }
 
 impl StripeApi {
-    /// Reads a Checkout Session (a GET: no key, nothing created).
+    /// Reads a Checkout Session (a GET: no key, nothing created); `None` when Stripe answers
+    /// 404: it holds no such session.
     pub async fn retrieve_checkout_session(
         &self,
         id: &str,
-    ) -> Result<stripe_checkout::CheckoutSession, CallError> {
+    ) -> Result<Option<stripe_checkout::CheckoutSession>, CallError> {
         use stripe_client_core::StripeRequest;
         let answer = RetrieveCheckoutSession::new(id)
             .customize()
@@ -559,11 +574,15 @@ impl StripeApi {
             "retrieve_checkout_session",
             crate::stripe::answer_of(&answer),
         );
-        answer.map_err(|e| CallError::Indeterminate {
-            key: format!("GET checkout session {id}"),
-            attempts: 1,
-            last: e.to_string(),
-        })
+        match answer {
+            Ok(session) => Ok(Some(session)),
+            Err(::stripe::StripeError::Stripe(_, 404)) => Ok(None),
+            Err(e) => Err(CallError::Indeterminate {
+                key: format!("GET checkout session {id}"),
+                attempts: 1,
+                last: e.to_string(),
+            }),
+        }
     }
 }
 

@@ -34,6 +34,7 @@ on_both_backends!(
     a_refund_for_more_than_is_left_is_refused_before_sending,
     the_order_api_never_opens_a_second_session_for_a_settled_order,
     an_expired_session_is_replaced_under_the_next_key,
+    a_session_stripe_does_not_know_is_replaced,
     a_session_paid_before_its_event_came_is_never_replaced,
     a_refund_left_without_an_answer_is_listed_where_its_alert_points,
 );
@@ -1282,6 +1283,56 @@ async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
     let kept: Value = shop.post_order(body).await.json().await.unwrap();
     assert_eq!(kept["checkout_session_id"], renewed["checkout_session_id"]);
     assert_eq!(shop.objects("checkout_sessions").await.len(), 2);
+}
+
+/// Past its expiry, a session Stripe answers 404 for (the shop moved to another account, say)
+/// cannot be paid: the order gets the next session rather than a 503 forever.
+async fn a_session_stripe_does_not_know_is_replaced(backend: Backend) {
+    let shop = shop(backend).await;
+    let body = json!({
+        "order_id": "ord_lost",
+        "package": "thesis-40",
+        "customer_email": "anna@example.ch",
+    });
+    let first: Value = shop.post_order(body.clone()).await.json().await.unwrap();
+    // Not yet past its expiry: kept, Stripe not asked.
+    shop.app
+        .db
+        .execute(
+            "UPDATE orders SET checkout_session_id = 'cs_test_elsewhere' \
+             WHERE order_id = 'ord_lost'",
+        )
+        .await;
+    let kept: Value = shop.post_order(body.clone()).await.json().await.unwrap();
+    assert_eq!(kept["checkout_session_id"], "cs_test_elsewhere");
+    shop.app
+        .db
+        .execute(&format!(
+            "UPDATE orders SET checkout_expires_at = {} WHERE order_id = 'ord_lost'",
+            now_ms() - 3_600_000
+        ))
+        .await;
+    let renewed = shop.post_order(body.clone()).await;
+    assert_eq!(renewed.status(), 200);
+    let renewed: Value = renewed.json().await.unwrap();
+    let id = renewed["checkout_session_id"].as_str().unwrap();
+    assert!(
+        id != "cs_test_elsewhere" && id != first["checkout_session_id"],
+        "{renewed}"
+    );
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 2);
+    let order = shop
+        .app
+        .store
+        .orders()
+        .get(&OrderId::parse("ord_lost").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(order.checkout_generation, 2);
+    // The new one is at Stripe: kept.
+    let kept: Value = shop.post_order(body).await.json().await.unwrap();
+    assert_eq!(kept["checkout_session_id"], renewed["checkout_session_id"]);
 }
 
 /// The customer paid at Stripe at the last second and the payment's event has not been
