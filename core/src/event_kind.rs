@@ -93,8 +93,8 @@ pub enum ActionStep {
     /// the cumulative `amount_refunded`: that amount is the step.
     AmountRefunded,
     /// A subscription's status events are each a new state of the same object: the event's
-    /// `created` (Stripe's unix seconds) is the step, so twins share it and later changes do
-    /// not.
+    /// `created` (Stripe's unix seconds) and a digest of the state it sets are the step, so
+    /// twins share it and later changes, even within the same second, do not.
     EventCreated,
 }
 

@@ -11,7 +11,7 @@ use crate::webhook::terms::{NamedFields, Term};
 /// carry the same key and are claimed once. The step is each kind's
 /// ([`EventKind::action_step`]): `<type>:<object id>` for what happens once per object,
 /// `<type>:<charge id>:<amount_refunded>` for `charge.refunded`,
-/// `<type>:<subscription id>:<created>` for a subscription's status events.
+/// `<type>:<subscription id>:<created>:<state digest>` for a subscription's status events.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ActionKey {
     full: String,
@@ -26,7 +26,7 @@ impl ActionKey {
 
     /// What tells two actions of one type on one object apart: empty for types that happen
     /// once per object, the cumulative `amount_refunded` for `charge.refunded`, the event's
-    /// `created` for a subscription's status events. With the type
+    /// `created` and a digest of the state it sets for a subscription's status events. With the type
     /// and the object id (stored beside it) it is the whole key.
     pub fn step(&self) -> &str {
         &self.step
@@ -56,7 +56,7 @@ fn action_key(
             })?;
             amount.to_string()
         }
-        ActionStep::EventCreated => created.to_string(),
+        ActionStep::EventCreated => format!("{created}:{}", object.state_digest()),
         ActionStep::OncePerObject => String::new(),
     };
     let full = if key.is_empty() {
@@ -144,6 +144,15 @@ struct RawObject {
     failure_code: Option<serde_json::Value>,
     #[serde(default)]
     outcome: Option<serde_json::Value>,
+    /// A subscription's state, which tells two changes of one second apart.
+    #[serde(default)]
+    status: Option<serde_json::Value>,
+    #[serde(default)]
+    cancel_at_period_end: Option<serde_json::Value>,
+    #[serde(default)]
+    current_period_end: Option<serde_json::Value>,
+    #[serde(default)]
+    items: Option<serde_json::Value>,
     /// What the object names for the search (e-mail, order id, related objects).
     #[serde(flatten)]
     named: NamedFields,
@@ -153,6 +162,44 @@ struct RawObject {
 const MAX_FAILURE_CHARS: usize = 300;
 
 impl RawObject {
+    /// 12 hex digits of SHA-256 over what a subscription's status event sets (status,
+    /// cancellation, period end, each item's price and quantity): twins of one change carry
+    /// the same, two changes within one second of Stripe's clock do not.
+    fn state_digest(&self) -> String {
+        let text = |value: Option<&serde_json::Value>| match value {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        let items = self
+            .items
+            .as_ref()
+            .and_then(|items| items.get("data"))
+            .and_then(serde_json::Value::as_array);
+        let mut period_end = text(self.current_period_end.as_ref());
+        let mut state = format!(
+            "{}|{}",
+            text(self.status.as_ref()),
+            text(self.cancel_at_period_end.as_ref())
+        );
+        for item in items.into_iter().flatten() {
+            let price = item.get("price");
+            // From 2025-03-31 the period is on the items; before, on the subscription.
+            if period_end.is_empty() {
+                period_end = text(item.get("current_period_end"));
+            }
+            state.push_str(&format!(
+                "|{}:{}:{}:{}",
+                text(price.and_then(|p| p.get("id"))),
+                text(price.and_then(|p| p.get("unit_amount"))),
+                text(price.and_then(|p| p.get("currency"))),
+                text(item.get("quantity"))
+            ));
+        }
+        state.push_str(&format!("|{period_end}"));
+        crate::token::sha256_hex(state.as_bytes())[..12].to_owned()
+    }
+
     /// `message (code)` from whichever failure the object carries; `None` without one.
     fn failure(&self) -> Option<String> {
         fn text(value: Option<&serde_json::Value>) -> Option<&str> {
@@ -329,11 +376,35 @@ mod tests {
             event("customer.subscription.updated", subscription)
                 .replace(r#""created":1,"#, &format!(r#""created":{created},"#))
         };
-        assert_eq!(
-            key_of(&at(1_768_288_001)),
-            "customer.subscription.updated:sub_1:1768288001"
+        let updated = key_of(&at(1_768_288_001));
+        assert!(
+            updated.starts_with("customer.subscription.updated:sub_1:1768288001:"),
+            "{updated}"
         );
         assert_ne!(key_of(&at(1)), key_of(&at(2)));
+        // Two changes in one second are two actions; twins of one change (another event id,
+        // the same state) are one, whatever else their envelopes carry.
+        let state = |status: &str, cancel: bool, amount: i64| {
+            format!(
+                r#"{{"id":"sub_1","object":"subscription","status":"{status}",
+                   "cancel_at_period_end":{cancel},"items":{{"data":[{{"quantity":1,
+                   "current_period_end":1769584000,
+                   "price":{{"id":"price_1","unit_amount":{amount},"currency":"chf"}}}}]}}}}"#
+            )
+        };
+        let same_second = |object: &str, id: &str| {
+            event("customer.subscription.updated", object).replace("evt_1", id)
+        };
+        let cancel = key_of(&same_second(&state("active", true, 3900), "evt_1"));
+        let twin = key_of(&same_second(&state("active", true, 3900), "evt_2"));
+        assert_eq!(cancel, twin);
+        for other in [
+            state("active", false, 3900),
+            state("past_due", true, 3900),
+            state("active", true, 8900),
+        ] {
+            assert_ne!(key_of(&same_second(&other, "evt_3")), cancel, "{other}");
+        }
         let invoice = r#"{"id":"in_1","object":"invoice"}"#;
         assert_eq!(key_of(&event("invoice.paid", invoice)), "invoice.paid:in_1");
         let no_amount = event("charge.refunded", r#"{"id":"ch_1","object":"charge"}"#);
