@@ -2,7 +2,7 @@
 //! selects (see `bulk_redrive.rs`), and follow, cancel or resume a batch.
 
 use claimcheck_core::ops::Actor;
-use claimcheck_core::worker::{Attempt, Worker};
+use claimcheck_core::worker::{Attempt, Worker, WorkerConfig};
 use claimcheck_core::{ClaimState, EventId, now_ms};
 use clap::Subcommand;
 use serde::Serialize;
@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::bulk_redrive::{self, BatchArgs, BulkRequest, FilterArgs};
 use super::open;
 use super::output::{Output, print, print_json, table, time};
-use crate::config::flags::{DatabaseArgs, WorkerArgs};
+use crate::config::flags::{DatabaseArgs, StripeArgs, WorkerArgs};
 use crate::error::ServerError;
 
 #[derive(Debug, Subcommand)]
@@ -63,6 +63,10 @@ pub enum ClaimsCommand {
         database: DatabaseArgs,
         #[command(flatten)]
         worker: WorkerArgs,
+        /// Read what an invoice leaves out (its subscription's reference) from Stripe, as
+        /// `serve`'s workers do; without a key such a claim fails again with why.
+        #[command(flatten)]
+        stripe: Box<StripeArgs>,
     },
     /// Bulk re-drives, newest first.
     Batches {
@@ -82,6 +86,8 @@ pub enum ClaimsCommand {
         database: DatabaseArgs,
         #[command(flatten)]
         worker: WorkerArgs,
+        #[command(flatten)]
+        stripe: Box<StripeArgs>,
     },
 }
 
@@ -92,6 +98,14 @@ fn status_of(claim: &claimcheck_core::ClaimView) -> String {
     } else {
         claim.status.to_string()
     }
+}
+
+/// The worker's settings, with the Stripe client when a key is set.
+fn worker_config(worker: &WorkerArgs, stripe: &StripeArgs) -> Result<WorkerConfig, ServerError> {
+    Ok(WorkerConfig {
+        stripe: stripe.api()?,
+        ..worker.config()
+    })
 }
 
 fn parse_state(value: &str) -> Result<ClaimState, String> {
@@ -212,9 +226,11 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
             batch,
             database,
             worker,
+            stripe,
         } => {
             let store = open(&database).await?;
-            bulk_redrive::batch(store, batch, &database, worker.config()).await
+            let worker = worker_config(&worker, &stripe)?;
+            bulk_redrive::batch(store, batch, &database, worker).await
         }
         ClaimsCommand::Redrive {
             event_id,
@@ -225,8 +241,10 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
             output,
             database,
             worker,
+            stripe,
         } => {
             let store = open(&database).await?;
+            let worker = worker_config(&worker, &stripe)?;
             let Some(event_id) = event_id else {
                 return bulk_redrive::redrive(
                     store,
@@ -237,13 +255,13 @@ pub async fn run(command: ClaimsCommand) -> Result<(), ServerError> {
                         yes,
                         output: &output,
                         database: &database,
-                        worker: worker.config(),
+                        worker,
                     },
                 )
                 .await;
             };
             let actor = Actor::cli();
-            let runner = Worker::new(store, actor.to_string(), worker.config());
+            let runner = Worker::new(store, actor.to_string(), worker);
             let result = runner
                 .redrive(&event_id, &actor, reason.as_deref().unwrap_or_default())
                 .await

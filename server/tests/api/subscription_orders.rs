@@ -548,7 +548,8 @@ async fn a_refused_cancellation_is_asked_again_under_the_next_key(backend: Backe
 /// A paid invoice that carries neither an e-mail nor the reference (delivered before anything
 /// else of its subscription) grants nobody: the claim waits. The worker reads the subscription
 /// from Stripe (a GET: only its metadata names the reference now), whose order-API customer
-/// gets the period once. Stripe away for that GET: retried, nothing lost.
+/// gets the period once. Stripe away for that GET: retried, nothing lost. An operator's
+/// re-drive from the command line asks Stripe too, given a key.
 async fn an_invoice_naming_no_customer_waits_for_one_and_asks_stripe(backend: Backend) {
     use claimcheck_core::worker::Attempt;
     use claimcheck_sim::stripe_sim::FaultMode;
@@ -634,14 +635,39 @@ async fn an_invoice_naming_no_customer_waits_for_one_and_asks_stripe(backend: Ba
         "names no customer yet",
     );
     assert_eq!(credits().await, 0);
-    // Stripe answers: the reference, its customer, the period once.
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let attempts = worker(true).run_once().await.unwrap();
+    // An operator re-drives it from the command line: without a Stripe key it fails again
+    // with why; with one, Stripe answers the reference: its customer, the period once.
+    let event_id = paid["id"].as_str().unwrap().to_owned();
+    let redrive = [
+        "claims",
+        "redrive",
+        event_id.as_str(),
+        "--reason",
+        "ask Stripe",
+    ];
+    let (code, stdout, stderr) = shop
+        .app
+        .cli_with(&redrive, &[("CLAIMCHECK_PLANS", PLANS)])
+        .await;
+    assert_ne!(code, 0, "{stdout}");
     assert!(
-        matches!(attempts.as_slice(), [Attempt::Processed { .. }]),
-        "{attempts:?}"
+        format!("{stdout}{stderr}").contains("names no customer yet"),
+        "{stdout}{stderr}"
     );
+    assert_eq!(credits().await, 0);
+    let sim_url = shop.sim_url();
+    let env = [
+        ("CLAIMCHECK_PLANS", PLANS),
+        ("STRIPE_API_KEY", "sk_test_claimcheck"),
+        ("STRIPE_API_BASE", sim_url.as_str()),
+    ];
+    let (code, stdout, stderr) = shop.app.cli_with(&redrive, &env).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("processed"), "{stdout}");
     assert_eq!(credits().await, 40);
+    // And the worker, asking again, finds nothing left to do.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(worker(true).run_once().await.unwrap(), vec![]);
     let shown: Value = shop
         .get_api("/api/subscriptions/abo-get")
         .await
