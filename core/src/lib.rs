@@ -84,7 +84,8 @@ pub use store::{
     DayFigures, DeliveryView, DueDelivery, EventFilter, Fulfilled, GrantView, History, LeasedClaim,
     LedgerEntryView, LoggedDelivery, MigrationRow, MigrationStatus, NewOrder, NotRefundable,
     OperatorCredentials, OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine,
-    OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus, SelectedClaim, Store,
-    StoreOptions, StripeRequestView, SubscriptionCheckoutView, SubscriptionFilter,
-    SubscriptionView, TIMELINE_ROWS, TokenView, WriteHealth, WriteOp, WriteResult, Writes,
+    OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus, ScheduledChange,
+    SelectedClaim, Store, StoreOptions, StripeRequestView, SubscriptionCheckoutView,
+    SubscriptionFilter, SubscriptionView, TIMELINE_ROWS, TokenView, WriteHealth, WriteOp,
+    WriteResult, Writes,
 };

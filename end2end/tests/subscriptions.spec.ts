@@ -99,3 +99,37 @@ test("support follows a subscription asked for but not paid yet from the request
   await expect(page).toHaveURL(new RegExp(`/subscriptions/${ref}$`));
   await expect(page.getByTestId("subscription-asked")).toBeVisible();
 });
+
+test("support sees a plan change waiting for the period's end", async ({ page }) => {
+  // The first period paid at thesis-monthly, then the item moved to thesis-pro without
+  // proration: Stripe bills it from the next renewal.
+  const own = (name: string) =>
+    readFileSync(join(billing, `${name}.json`), "utf8").replaceAll("Qfix", "Qsch");
+  const moved = JSON.parse(own("customer.subscription.created"));
+  moved.id = "evt_1Qsch00Moved";
+  moved.type = "customer.subscription.updated";
+  moved.created += 600_000;
+  moved.data.object.items.data[0].price.unit_amount = 8900;
+  moved.data.object.items.data[0].price.unit_amount_decimal = "8900";
+  for (const [body, event] of [
+    [own("customer.subscription.created"), "evt_1Qsch0001Billing"],
+    [JSON.stringify(moved), "evt_1Qsch00Moved"],
+    [own("invoice.paid.subscription_create"), "evt_1Qsch0003Billing"],
+  ]) {
+    await deliver(page.request, body);
+    cli(["claims", "redrive", event, "--reason", "scheduled change walk"]);
+  }
+
+  await signIn(page, USERS.support, "/subscriptions");
+  const row = page.getByTestId("subscriptions-list").locator('tr[data-subscription="sub_1Qsch0001Plan"]');
+  await expect(row).toContainText("thesis-monthly");
+  await expect(row.getByTestId("scheduled-change")).toContainText("→ thesis-pro from");
+  await row.getByRole("link", { name: "sub_1Qsch0001Plan" }).click();
+  await expect(page).toHaveURL(/\/subscriptions\/sub_1Qsch0001Plan$/);
+  await expect(page.getByTestId("subscription-plan")).toHaveText("thesis-monthly");
+  await expect(page.getByTestId("subscription-scheduled")).toContainText(
+    "thesis-pro from",
+  );
+  await expect(page.getByTestId("subscription-scheduled")).toContainText("billed at the next renewal");
+  await expect(page.getByTestId("subscription-granted")).toHaveText("40");
+});

@@ -14,6 +14,10 @@ pub struct SubscriptionRow {
     pub status: Option<String>,
     pub period_end: Option<String>,
     pub cancel_at_period_end: bool,
+    /// A change of plan billed from the next renewal on: the plan, and from when; `plan` is
+    /// the one in force until then.
+    pub scheduled_plan: Option<String>,
+    pub scheduled_at: Option<String>,
     /// The invoice whose payment failed and is not paid yet, and since when.
     pub unpaid_invoice: Option<String>,
     pub unpaid_since: Option<String>,
@@ -94,6 +98,8 @@ fn subscription_row(s: claimcheck_core::SubscriptionView) -> SubscriptionRow {
         customer: s.customer_email.or(s.customer_id),
         period_end: s.current_period_end.map(seconds),
         cancel_at_period_end: s.cancel_at_period_end != 0,
+        scheduled_plan: s.scheduled_change.as_ref().map(|c| c.to.clone()),
+        scheduled_at: s.scheduled_change.as_ref().map(|c| seconds(c.at)),
         unpaid_since: s.unpaid_since.map(seconds),
         updated_at: server::time(s.updated_at),
         subscription_id: s.subscription_id,

@@ -126,6 +126,12 @@ fn SubscriptionTable(rows: Vec<SubscriptionRow>) -> impl IntoView {
                         .into_iter()
                         .map(|s| {
                             let href = crate::links::subscription(&s.subscription_id);
+                            let scheduled = s.scheduled_plan.clone().map(|plan| {
+                                let at = s.scheduled_at.clone().unwrap_or_default();
+                                let text = t_string!(i18n, subscriptions.scheduled_short, plan, at)
+                                    .to_string();
+                                view! { " " <span class="muted" data-testid="scheduled-change">{text}</span> }
+                            });
                             let customer = s.customer.clone().map(|c| {
                                 let href = crate::links::customer(&c);
                                 view! { <a href=href>{c}</a> }
@@ -135,7 +141,10 @@ fn SubscriptionTable(rows: Vec<SubscriptionRow>) -> impl IntoView {
                                     <td class="mono"><a href=href>{s.subscription_id.clone()}</a></td>
                                     <td class="mono">{s.subscription_ref.unwrap_or_default()}</td>
                                     <td>{customer}</td>
-                                    <td>{s.plan.unwrap_or_default()}</td>
+                                    <td>
+                                        {s.plan.unwrap_or_default()}
+                                        {scheduled}
+                                    </td>
                                     <td data-status=s.status.clone().unwrap_or_default()>
                                         {subscription_status_name(i18n, s.status.as_deref())}
                                     </td>
@@ -235,6 +244,14 @@ fn SubscriptionFacts(s: SubscriptionRow) -> impl IntoView {
         let href = crate::links::customer(&c);
         view! { <a href=href>{c}</a> }
     });
+    let scheduled = s.scheduled_plan.clone().map(|plan| {
+        let at = s.scheduled_at.clone().unwrap_or_default();
+        let text = t_string!(i18n, subscriptions.scheduled, plan, at).to_string();
+        view! {
+            <dt>{t!(i18n, subscriptions.col_scheduled)}</dt>
+            <dd data-testid="subscription-scheduled">{text}</dd>
+        }
+    });
     view! {
         <dl class="facts" data-testid="subscription-facts">
             <dt>{t!(i18n, subscriptions.col_ref)}</dt>
@@ -242,7 +259,8 @@ fn SubscriptionFacts(s: SubscriptionRow) -> impl IntoView {
             <dt>{t!(i18n, subscriptions.col_customer)}</dt>
             <dd>{customer}</dd>
             <dt>{t!(i18n, subscriptions.col_plan)}</dt>
-            <dd>{s.plan.clone().unwrap_or_else(|| "-".into())}</dd>
+            <dd data-testid="subscription-plan">{s.plan.clone().unwrap_or_else(|| "-".into())}</dd>
+            {scheduled}
             <dt>{t!(i18n, subscriptions.col_status)}</dt>
             <dd data-testid="subscription-status">{status}{cancels}</dd>
             <dt>{t!(i18n, subscriptions.col_period_end)}</dt>

@@ -14,6 +14,7 @@ pub struct SubscriptionView {
     pub subscription_ref: Option<String>,
     pub customer_id: Option<String>,
     pub customer_email: Option<String>,
+    /// The plan in force: its latest state's, or its latest grant's.
     pub plan: Option<String>,
     /// Stripe's status as its latest status event says; `None` before one came.
     pub status: Option<String>,
@@ -29,6 +30,54 @@ pub struct SubscriptionView {
     pub credits_granted: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The plan its next renewal bills, as its latest status event names it.
+    pub renewal_plan: Option<String>,
+    /// The plan its latest paid period was granted at (the period's latest grant), and the
+    /// end of that period (unix seconds).
+    pub period_plan: Option<String>,
+    pub paid_through: Option<i64>,
+    /// A change of plan that takes effect at the period's end ([`SubscriptionView::scheduled`]).
+    #[sqlx(skip)]
+    pub scheduled_change: Option<ScheduledChange>,
+}
+
+/// A plan change Stripe bills from the next renewal on (a price changed without proration):
+/// the current period was paid at `from`, the next one is billed at `to`, from `at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScheduledChange {
+    pub from: String,
+    pub to: String,
+    /// The end of the paid period (unix seconds).
+    pub at: i64,
+}
+
+impl SubscriptionView {
+    /// The change of plan waiting for the period's end: the latest status event names another
+    /// plan than the one the current period was paid at, and no invoice has billed it yet
+    /// (a prorated upgrade's paid invoice grants at the new plan, so it is not waiting). A
+    /// subscription that ends at the period's end, or has ended, renews at no plan.
+    pub fn scheduled(&self) -> Option<ScheduledChange> {
+        let to = self.renewal_plan.as_ref()?;
+        let from = self.period_plan.as_ref()?;
+        let at = self.paid_through?;
+        let ending = self.cancel_at_period_end != 0 || self.status.as_deref() == Some("canceled");
+        let current = at >= self.current_period_end.unwrap_or(0);
+        (to != from && current && !ending).then(|| ScheduledChange {
+            from: from.clone(),
+            to: to.clone(),
+            at,
+        })
+    }
+
+    /// Fills in [`Self::scheduled_change`]; while a change waits, `plan` is the one in force
+    /// (the paid period's), not the one its status event already names.
+    fn with_schedule(mut self) -> SubscriptionView {
+        self.scheduled_change = self.scheduled();
+        if let Some(change) = &self.scheduled_change {
+            self.plan = Some(change.from.clone());
+        }
+        self
+    }
 }
 
 /// What one paid invoice granted one period.
@@ -70,7 +119,11 @@ const COLUMNS: &str = "s.subscription_id, s.subscription_ref, s.customer_id, s.c
     s.unpaid_since, \
     (SELECT CAST(COALESCE(SUM(g.credits), 0) AS BIGINT) FROM subscription_grants g \
      WHERE g.subscription_id = s.subscription_id) AS credits_granted, \
-    s.created_at, s.updated_at";
+    s.created_at, s.updated_at, s.renewal_plan, \
+    (SELECT g.plan FROM subscription_grants g WHERE g.subscription_id = s.subscription_id \
+     ORDER BY g.period_end DESC, g.created_at DESC, g.invoice_id DESC LIMIT 1) AS period_plan, \
+    (SELECT CAST(MAX(g.period_end) AS BIGINT) FROM subscription_grants g \
+     WHERE g.subscription_id = s.subscription_id) AS paid_through";
 
 impl Subscriptions<'_> {
     /// Subscriptions, the most recently changed first.
@@ -85,7 +138,7 @@ impl Subscriptions<'_> {
                     OR s.status IN ('past_due', 'unpaid')) \
              ORDER BY s.updated_at DESC, s.subscription_id LIMIT $4"
         );
-        Ok(self
+        let found: Vec<SubscriptionView> = self
             .pool
             .on()
             .all(
@@ -95,7 +148,11 @@ impl Subscriptions<'_> {
                     .bind(i64::from(filter.past_due))
                     .bind(filter.limit.clamp(1, 1000)),
             )
-            .await?)
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(SubscriptionView::with_schedule)
+            .collect())
     }
 
     /// A subscription by its Stripe id (`sub_…`) or the shop's reference.
@@ -105,11 +162,12 @@ impl Subscriptions<'_> {
              WHERE s.subscription_id = $1 OR s.subscription_ref = $1 \
              ORDER BY (s.subscription_id = $1) DESC, s.created_at DESC LIMIT 1"
         );
-        Ok(self
+        let found: Option<SubscriptionView> = self
             .pool
             .on()
             .optional(sql(&statement).bind(id_or_ref))
-            .await?)
+            .await?;
+        Ok(found.map(SubscriptionView::with_schedule))
     }
 
     /// The subscriptions of `email`, or asked for them through the order API, the latest
@@ -121,7 +179,11 @@ impl Subscriptions<'_> {
                                           WHERE c.customer_email = $1) \
              ORDER BY s.created_at DESC, s.subscription_id LIMIT 100"
         );
-        Ok(self.pool.on().all(sql(&statement).bind(email)).await?)
+        let found: Vec<SubscriptionView> = self.pool.on().all(sql(&statement).bind(email)).await?;
+        Ok(found
+            .into_iter()
+            .map(SubscriptionView::with_schedule)
+            .collect())
     }
 
     /// The subscription the shop knows by `reference` (the latest, should Stripe hold two).
@@ -130,11 +192,12 @@ impl Subscriptions<'_> {
             "SELECT {COLUMNS} FROM subscriptions s WHERE s.subscription_ref = $1 \
              ORDER BY s.created_at DESC, s.subscription_id LIMIT 1"
         );
-        Ok(self
+        let found: Option<SubscriptionView> = self
             .pool
             .on()
             .optional(sql(&statement).bind(reference))
-            .await?)
+            .await?;
+        Ok(found.map(SubscriptionView::with_schedule))
     }
 
     /// Every grant of a subscription, the latest period first.
@@ -150,5 +213,80 @@ impl Subscriptions<'_> {
             .on()
             .all(sql(STATEMENT).bind(Arg::from(subscription_id)))
             .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> SubscriptionView {
+        SubscriptionView {
+            subscription_id: "sub_1".into(),
+            subscription_ref: None,
+            customer_id: None,
+            customer_email: None,
+            plan: Some("pro".into()),
+            status: Some("active".into()),
+            status_as_of: Some(10),
+            current_period_end: Some(2_000),
+            cancel_at_period_end: 0,
+            unpaid_invoice: None,
+            unpaid_since: None,
+            credits_granted: 40,
+            created_at: 0,
+            updated_at: 0,
+            renewal_plan: Some("pro".into()),
+            period_plan: Some("monthly".into()),
+            paid_through: Some(2_000),
+            scheduled_change: None,
+        }
+    }
+
+    #[test]
+    fn a_change_waits_only_while_the_paid_period_runs_and_the_subscription_renews() {
+        let waiting = view().with_schedule();
+        assert_eq!(
+            waiting.scheduled_change,
+            Some(ScheduledChange {
+                from: "monthly".into(),
+                to: "pro".into(),
+                at: 2_000
+            })
+        );
+        assert_eq!(waiting.plan.as_deref(), Some("monthly"));
+        // The same plan, no plan named, the renewal not paid yet, or no renewal: nothing waits.
+        let cases = [
+            SubscriptionView {
+                renewal_plan: Some("monthly".into()),
+                ..view()
+            },
+            SubscriptionView {
+                renewal_plan: None,
+                ..view()
+            },
+            SubscriptionView {
+                current_period_end: Some(3_000),
+                ..view()
+            },
+            SubscriptionView {
+                cancel_at_period_end: 1,
+                ..view()
+            },
+            SubscriptionView {
+                status: Some("canceled".into()),
+                ..view()
+            },
+            SubscriptionView {
+                period_plan: None,
+                paid_through: None,
+                ..view()
+            },
+        ];
+        for case in cases {
+            let shown = case.clone().with_schedule();
+            assert_eq!(shown.scheduled_change, None, "{case:?}");
+            assert_eq!(shown.plan, case.plan);
+        }
     }
 }

@@ -154,7 +154,10 @@ pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
                         s.subscription_id.clone(),
                         s.subscription_ref.clone().unwrap_or_else(|| "-".into()),
                         s.customer_email.clone().unwrap_or_else(|| "-".into()),
-                        s.plan.clone().unwrap_or_else(|| "-".into()),
+                        match (&s.plan, &s.scheduled_change) {
+                            (Some(plan), Some(change)) => format!("{plan} → {}", change.to),
+                            (plan, _) => plan.clone().unwrap_or_else(|| "-".into()),
+                        },
                         s.status.clone().unwrap_or_else(|| "-".into()),
                         seconds(s.current_period_end),
                         s.unpaid_invoice.clone().unwrap_or_else(|| "-".into()),
@@ -187,8 +190,8 @@ pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
             }
             let mut text = format!(
                 "subscription     {}\nreference        {}\ncustomer         {}\nplan             {}\n\
-                 status           {}{}\nperiod ends      {}\nunpaid           {}\n\
-                 credits granted  {}\n",
+                 status           {}{}\nperiod ends      {}\nscheduled        {}\n\
+                 unpaid           {}\ncredits granted  {}\n",
                 found.subscription_id,
                 found.subscription_ref.as_deref().unwrap_or("-"),
                 found
@@ -204,6 +207,10 @@ pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
                     ""
                 },
                 seconds(found.current_period_end),
+                match &found.scheduled_change {
+                    Some(change) => format!("{} from {}", change.to, seconds(Some(change.at))),
+                    None => "-".into(),
+                },
                 match (&found.unpaid_invoice, found.unpaid_since) {
                     (Some(invoice), since) => format!("{invoice} since {}", seconds(since)),
                     (None, _) => "-".into(),

@@ -19,7 +19,7 @@ use claimcheck_core::payments::{
     AskedSubscription, PaymentError, SubscriptionRequest, asked_subscription, cancel_subscription,
     open_subscription_checkout,
 };
-use claimcheck_core::{Store, StoreError, SubscriptionRef, SubscriptionView};
+use claimcheck_core::{ScheduledChange, Store, StoreError, SubscriptionRef, SubscriptionView};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
@@ -54,6 +54,9 @@ struct SubscriptionSummary {
     /// Unix seconds.
     current_period_end: Option<i64>,
     cancel_at_period_end: bool,
+    /// A change of plan billed from the next renewal on (`from`, `to`, `at` in unix seconds);
+    /// `plan` is the one in force until then.
+    scheduled_change: Option<ScheduledChange>,
     credits_per_period: Option<i64>,
     credits_granted: i64,
     /// The renewal whose payment failed and is not paid yet.
@@ -88,6 +91,7 @@ impl SubscriptionSummary {
             subscription_id: subscription.map(|s| s.subscription_id.clone()),
             current_period_end: subscription.and_then(|s| s.current_period_end),
             cancel_at_period_end: subscription.is_some_and(|s| s.cancel_at_period_end != 0),
+            scheduled_change: subscription.and_then(|s| s.scheduled_change.clone()),
             credits_per_period: checkout.map(|c| c.credits),
             credits_granted: subscription.map_or(0, |s| s.credits_granted),
             unpaid_invoice: subscription.and_then(|s| s.unpaid_invoice.clone()),

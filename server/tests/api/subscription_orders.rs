@@ -854,9 +854,21 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
         )
         .await;
     assert_eq!(scheduled.status(), 204);
+    // Its status event names the new plan at once: shown as scheduled, the paid one in force.
+    life.deliver().await;
+    let shown = life.shown().await;
+    assert_eq!(shown["plan"], "thesis-pro", "{shown}");
+    assert_eq!(
+        shown["scheduled_change"],
+        json!({ "from": "thesis-pro", "to": "thesis-monthly", "at": period(2) }),
+        "{shown}"
+    );
+    assert_eq!(grants(period(2)).await, 70);
     life.advance(period(2) + DAY).await;
     assert_eq!(grants(period(3)).await, 40);
-    assert_eq!(life.shown().await["plan"], "thesis-monthly");
+    let shown = life.shown().await;
+    assert_eq!(shown["plan"], "thesis-monthly");
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
 
     // Half of that renewal refunded: half its credits revoked, once.
     let objects: Value = reqwest::get(format!("{}/_sim/objects", shop.sim_url()))

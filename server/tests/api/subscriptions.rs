@@ -17,6 +17,7 @@ on_both_backends!(
     renewals_and_a_paid_retry_grant_each_period_once,
     an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan,
     a_late_older_state_never_overwrites_a_newer_one,
+    a_plan_change_at_the_period_s_end_is_shown_as_scheduled,
     a_refund_of_a_paid_invoice_revokes_from_its_grant,
     money_that_came_before_the_invoice_was_paid_settles_on_its_grant,
     a_reset_plan_lapses_at_the_end_of_its_period,
@@ -500,6 +501,115 @@ async fn a_late_older_state_never_overwrites_a_newer_one(app: TestApp) {
             .await,
         5
     );
+}
+
+/// The `tag` subscription's first item moved to thesis-pro without proration (Stripe bills it
+/// from the next renewal), as a `customer.subscription.updated` of `created`; with
+/// `cancel_at_period_end` as given.
+fn moved_to_pro(tag: &str, n: u32, created: i64, cancel_at_period_end: bool) -> Vec<u8> {
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&billing("customer.subscription.created", tag)).unwrap();
+    event["id"] = format!("evt_1Q{tag}00Moved{n}").into();
+    event["type"] = "customer.subscription.updated".into();
+    event["created"] = created.into();
+    let object = &mut event["data"]["object"];
+    object["cancel_at_period_end"] = cancel_at_period_end.into();
+    let price = &mut object["items"]["data"][0]["price"];
+    price["unit_amount"] = 8900.into();
+    price["unit_amount_decimal"] = "8900".into();
+    serde_json::to_vec(&event).unwrap()
+}
+
+/// The `tag` subscription's second period billed at thesis-pro.
+fn renewal_at_pro(tag: &str) -> Vec<u8> {
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&billing("invoice.paid.subscription_cycle", tag)).unwrap();
+    let invoice = &mut event["data"]["object"];
+    for field in ["amount_due", "amount_paid", "subtotal", "total"] {
+        if invoice.get(field).is_some() {
+            invoice[field] = 8900.into();
+        }
+    }
+    let line = &mut invoice["lines"]["data"][0];
+    line["amount"] = 8900.into();
+    line["subtotal"] = 8900.into();
+    line["metadata"]["plan"] = "thesis-pro".into();
+    line["pricing"]["unit_amount_decimal"] = "8900".into();
+    serde_json::to_vec(&event).unwrap()
+}
+
+/// A change of plan Stripe bills from the next renewal on: its status event names the new plan
+/// at once, the period stays paid at the old one. Shown as scheduled (the paid plan in force),
+/// whatever the order of arrival; gone once the renewal bills it, or when the subscription is
+/// to end at the period's end.
+async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
+    let worker = worker(&app.store);
+    let moved_at = 1_765_000_000;
+    let orders: [(&str, [usize; 3]); 2] = [("sca", [0, 1, 2]), ("scb", [2, 1, 0])];
+    for (tag, order) in orders {
+        let events = [
+            billing("customer.subscription.created", tag),
+            billing("invoice.paid.subscription_create", tag),
+            moved_to_pro(tag, 1, moved_at, false),
+        ];
+        for i in order {
+            deliver(&app, &events[i]).await;
+            drain(&worker).await;
+        }
+        let subscription = format!("sub_1Q{tag}0001Plan");
+        let shown = app
+            .cli_json(&["subscriptions", "show", &subscription, "--json"])
+            .await;
+        let shown = &shown["subscription"];
+        assert_eq!(shown["plan"], "thesis-monthly", "{tag}: {shown}");
+        assert_eq!(
+            shown["scheduled_change"],
+            serde_json::json!({ "from": "thesis-monthly", "to": "thesis-pro",
+                                "at": FIRST_PERIOD_END }),
+            "{tag}: {shown}"
+        );
+        assert_eq!(
+            period_grants(&app, &subscription, FIRST_PERIOD_END).await,
+            40
+        );
+    }
+    let (code, table, _) = app
+        .cli(&["subscriptions", "show", "sub_1Qsca0001Plan"])
+        .await;
+    assert_eq!(code, 0);
+    assert!(
+        table.contains("scheduled        thesis-pro from "),
+        "{table}"
+    );
+    let (_, list, _) = app.cli(&["subscriptions", "list"]).await;
+    assert!(list.contains("thesis-monthly → thesis-pro"), "{list}");
+
+    // The renewal bills thesis-pro: in force, nothing waits.
+    deliver(&app, &renewal_at_pro("sca")).await;
+    drain(&worker).await;
+    let shown = app
+        .cli_json(&["subscriptions", "show", "sub_1Qsca0001Plan", "--json"])
+        .await;
+    assert_eq!(shown["subscription"]["plan"], "thesis-pro", "{shown}");
+    assert!(
+        shown["subscription"]["scheduled_change"].is_null(),
+        "{shown}"
+    );
+    assert_eq!(
+        period_grants(&app, "sub_1Qsca0001Plan", SECOND_PERIOD_END).await,
+        100
+    );
+    // Set to end at the period's end: it renews at no plan.
+    deliver(&app, &moved_to_pro("scb", 2, moved_at + 10, true)).await;
+    drain(&worker).await;
+    let shown = app
+        .cli_json(&["subscriptions", "show", "sub_1Qscb0001Plan", "--json"])
+        .await;
+    assert!(
+        shown["subscription"]["scheduled_change"].is_null(),
+        "{shown}"
+    );
+    assert_eq!(shown["subscription"]["cancel_at_period_end"], 1, "{shown}");
 }
 
 async fn a_refund_of_a_paid_invoice_revokes_from_its_grant(app: TestApp) {

@@ -10,16 +10,17 @@
 //!   order.
 //! - `POST /v1/test_helpers/test_clocks` (`frozen_time`) makes a clock; `POST
 //!   /v1/test_helpers/test_clocks/{id}/advance` (`frozen_time`) moves it on: every subscription
-//!   on it renews at each period end it passes (a `subscription_cycle` invoice, paid, or failed
-//!   when a failure was armed: `invoice.payment_failed` and `past_due`), takes a plan change
-//!   scheduled for the period's end, or ends when it was to cancel at the period's end.
+//!   on it renews at each period end it passes (a `subscription_cycle` invoice at its price, paid,
+//!   or failed when a failure was armed: `invoice.payment_failed` and `past_due`), or ends when
+//!   it was to cancel at the period's end.
 //!   Without a clock, a subscription lives in real time and only its changes move it.
 //! - `POST /_sim/subscriptions/{id}/fail_next` `{"count"}` fails its next renewals' payments;
 //!   `POST /_sim/invoices/{id}/pay` pays a failed invoice (Stripe's retry).
 //! - `POST /_sim/subscriptions/{id}/change` `{"unit_amount", "at_period_end"}`: a plan change
 //!   now (a `subscription_update` invoice with the unused time on the old price and the
-//!   remaining time on the new one, paid) or at the period's end (the next renewal bills the
-//!   new price).
+//!   remaining time on the new one, paid) or at the period's end (Stripe's update without
+//!   proration: the item's price changes now, with its `customer.subscription.updated`, and
+//!   the next renewal bills it).
 //!
 //! A month is 30 days here, a year 365. A paid invoice lists its payment intent under
 //! `payments` (as when an endpoint's events include it), so `/v1/refunds` can refund it.
@@ -120,8 +121,6 @@ pub(super) struct Billing {
     clock: Option<String>,
     /// Renewals whose payment fails still to come.
     fail_next: u32,
-    /// A plan change the next renewal takes.
-    scheduled: Option<Price>,
     /// The last `created` given to an event about it: each later one is at least a second on,
     /// so that two changes are never taken for twins.
     last_stamp: i64,
@@ -349,7 +348,6 @@ impl SimState {
                 price: plan.price.clone(),
                 clock,
                 fail_next: 0,
-                scheduled: None,
                 last_stamp: start - 1,
             },
         );
@@ -433,10 +431,6 @@ impl SimState {
         let Some(billing) = self.billing.get_mut(id) else {
             return;
         };
-        let changed = billing.scheduled.take();
-        if let Some(price) = &changed {
-            billing.price = price.clone();
-        }
         billing.period_start = billing.period_end;
         billing.period_end += billing.price.seconds();
         let fails = billing.fail_next > 0;
@@ -469,7 +463,7 @@ impl SimState {
                 .subscriptions
                 .get(id)
                 .is_some_and(|s| s["status"] == "past_due");
-            if changed.is_some() || past_due {
+            if past_due {
                 self.subscription_changed(id, "customer.subscription.updated", |s| {
                     s["status"] = json!("active");
                 });
@@ -662,9 +656,12 @@ async fn change_plan(
         ..billing.price.clone()
     };
     if change.at_period_end {
+        // Stripe's update without proration: the item's price changes now (its
+        // `customer.subscription.updated` says so), the next renewal bills it.
         if let Some(b) = state.billing.get_mut(&id) {
-            b.scheduled = Some(new);
+            b.price = new;
         }
+        state.subscription_changed(&id, "customer.subscription.updated", |_| {});
         return StatusCode::NO_CONTENT.into_response();
     }
     let now = state.time_of(billing.clock.as_deref());
