@@ -870,6 +870,7 @@ pub async fn run(args: DemoArgs, host: &dyn Host) -> Result<(), SimError> {
         spends: args.orders / 2,
         subscriptions: SUBSCRIPTIONS,
         plan: "thesis-monthly".into(),
+        upgrade_plan: None,
     };
     let play = async {
         let (opened, refunded, mut money_wrong) =

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::SimError;
 use crate::credit_audit::read_back;
-use crate::subscription_lives::{self, SimSubscription};
+use crate::subscription_lives::{self, SimSubscription, Upgrade};
 
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
@@ -85,6 +85,12 @@ pub struct SimulateArgs {
     /// The plan those subscriptions buy.
     #[arg(long, default_value = "thesis-monthly")]
     pub plan: String,
+    /// A second plan the targets sell (`NAME=CREDITS:AMOUNT:CURRENCY:INTERVAL`): every fifth
+    /// subscription is upgraded to it early in its second period (its proration paid, its
+    /// share of the extra credits granted) and moved back at that period's end, which the
+    /// target must show as scheduled until the renewal bills it.
+    #[arg(long)]
+    pub upgrade_plan: Option<Upgrade>,
 }
 
 /// What happens to one order over the day.
@@ -632,6 +638,7 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
                     &args.api_token,
                     &run,
                     &args.plan,
+                    args.upgrade_plan.as_ref(),
                     args.subscriptions,
                 )
                 .await?;
@@ -788,9 +795,14 @@ pub async fn run_day(args: &SimulateArgs) -> Result<Verdict, SimError> {
     if !subscriptions.is_empty() {
         report(&format!(
             "subscriptions: {} sold and run {} months on a test clock (renewed, paid on retry, \
-             a renewal never paid, cancelled), {} credits for their paid periods",
+             a renewal never paid, cancelled{}), {} credits for their paid periods",
             subscriptions.len(),
             subscription_lives::MONTHS,
+            if args.upgrade_plan.is_some() {
+                ", upgraded and moved back"
+            } else {
+                ""
+            },
             subscriptions
                 .iter()
                 .map(SimSubscription::expected_credits)

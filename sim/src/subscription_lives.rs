@@ -1,9 +1,11 @@
 //! Subscriptions in `simulate` (with `--stripe-sim`): sold through the targets' order API,
 //! paid at the simulator on one test clock, then run [`MONTHS`] months on, each taking one
 //! life: renewed every month, a renewal failed then paid on Stripe's retry, a renewal failed
-//! and never paid, or cancelled at the end of its second period. The simulator makes and
-//! delivers every event; the verdict reads each back through the order API: the plan's
-//! credits for every paid period, once, nothing for the unpaid one.
+//! and never paid, cancelled at the end of its second period, or (given a second plan)
+//! upgraded early in its second period and moved back at that period's end. The simulator
+//! makes and delivers every event; the verdict reads each back through the order API: the
+//! plan's credits for every paid period, once, the upgrade's share, nothing for the unpaid
+//! one.
 
 use std::time::Duration;
 
@@ -25,6 +27,10 @@ pub enum Life {
     Unpaid,
     /// Cancelled at the end of its second period.
     Cancelled,
+    /// Upgraded to the second plan an hour into its second period (the proration paid), then
+    /// moved back to its plan at that period's end without proration: shown as a scheduled
+    /// change until the renewal bills it.
+    Changed,
 }
 
 impl Life {
@@ -33,10 +39,35 @@ impl Life {
     /// Periods paid, and Stripe's status at the end.
     fn expected(self) -> (i64, &'static str) {
         match self {
-            Life::Renews | Life::RetryPaid => (1 + MONTHS, "active"),
+            Life::Renews | Life::RetryPaid | Life::Changed => (1 + MONTHS, "active"),
             Life::Unpaid => (MONTHS, "active"),
             Life::Cancelled => (2, "canceled"),
         }
+    }
+}
+
+/// The plan upgraded to, as the targets sell it (`NAME=CREDITS:AMOUNT:CURRENCY:INTERVAL`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upgrade {
+    pub name: String,
+    pub credits: i64,
+    pub amount: i64,
+}
+
+impl std::str::FromStr for Upgrade {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let plans: claimcheck_core::billing::Plans = s.parse()?;
+        let name = s.split_once('=').map(|(n, _)| n.trim()).unwrap_or_default();
+        let plan = plans
+            .get(name)
+            .ok_or_else(|| format!("'{s}' is not one plan"))?;
+        Ok(Upgrade {
+            name: plan.name.clone(),
+            credits: plan.credits,
+            amount: plan.price.amount,
+        })
     }
 }
 
@@ -47,12 +78,14 @@ pub struct SimSubscription {
     pub life: Life,
     pub subscription_id: String,
     pub credits_per_period: i64,
+    /// What its upgrade's paid proration grants (its `Changed` life).
+    pub upgrade_credits: i64,
 }
 
 impl SimSubscription {
     /// The credits its paid periods grant.
     pub fn expected_credits(&self) -> i64 {
-        self.life.expected().0 * self.credits_per_period
+        self.life.expected().0 * self.credits_per_period + self.upgrade_credits
     }
 
     /// What the order API should show once every event is fulfilled: `None` when it does.
@@ -136,7 +169,20 @@ impl Calls<'_> {
     }
 }
 
-/// Sells `n` subscriptions of `plan` and runs them [`MONTHS`] months on one test clock.
+/// What an upgrade paid `paid` of the full price difference grants: the difference in
+/// credits in proportion, never more than the difference.
+fn proration_credits(base_credits: i64, base_amount: i64, upgrade: &Upgrade, paid: i64) -> i64 {
+    let credits = upgrade.credits - base_credits;
+    let price = upgrade.amount - base_amount;
+    if credits <= 0 || price <= 0 {
+        return 0;
+    }
+    (credits * paid.clamp(0, price) / price).min(credits)
+}
+
+/// Sells `n` subscriptions of `plan` and runs them [`MONTHS`] months on one test clock; with
+/// `upgrade`, every fifth takes the [`Life::Changed`] life.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: &reqwest::Client,
     sim: &str,
@@ -144,8 +190,13 @@ pub async fn run(
     token: &str,
     run: &str,
     plan: &str,
+    upgrade: Option<&Upgrade>,
     n: usize,
 ) -> Result<Vec<SimSubscription>, SimError> {
+    let mut lives = Life::ALL.to_vec();
+    if upgrade.is_some() {
+        lives.push(Life::Changed);
+    }
     let calls = Calls {
         client,
         sim: sim.trim_end_matches('/'),
@@ -161,8 +212,9 @@ pub async fn run(
         .await?;
     let clock = clock["id"].as_str().unwrap_or_default().to_owned();
     let mut sold = Vec::with_capacity(n);
+    let mut base_amount = 0;
     for i in 0..n {
-        let life = Life::ALL[i % Life::ALL.len()];
+        let life = lives[i % lives.len()];
         let reference = format!("abo_{run}_{i:03}");
         let asked = calls
             .order_api(
@@ -200,7 +252,9 @@ pub async fn run(
             life,
             subscription_id,
             credits_per_period: asked["credits_per_period"].as_i64().unwrap_or(0),
+            upgrade_credits: 0,
         });
+        base_amount = asked["amount"].as_i64().unwrap_or(0);
     }
     let advance = format!("/v1/test_helpers/test_clocks/{clock}/advance");
     for month in 1..=MONTHS {
@@ -211,7 +265,7 @@ pub async fn run(
         if month > 1 {
             continue;
         }
-        for subscription in &sold {
+        for subscription in &mut sold {
             match subscription.life {
                 Life::RetryPaid => {
                     // Stripe's retry pays the subscription's open invoice.
@@ -228,11 +282,51 @@ pub async fn run(
                         .order_api(&path, Some(json!({ "at_period_end": true })))
                         .await?;
                 }
+                Life::Changed => {
+                    let Some(upgrade) = upgrade else { continue };
+                    let id = &subscription.subscription_id;
+                    let change = format!("/_sim/subscriptions/{id}/change");
+                    let upgraded = calls
+                        .control(&change, json!({ "unit_amount": upgrade.amount }))
+                        .await?;
+                    subscription.upgrade_credits = proration_credits(
+                        subscription.credits_per_period,
+                        base_amount,
+                        upgrade,
+                        upgraded["amount_paid"].as_i64().unwrap_or(0),
+                    );
+                    calls
+                        .control(
+                            &change,
+                            json!({ "unit_amount": base_amount, "at_period_end": true }),
+                        )
+                        .await?;
+                    until_scheduled(&calls, &subscription.reference, plan).await?;
+                }
                 Life::Renews | Life::Unpaid => {}
             }
         }
     }
     Ok(sold)
+}
+
+/// Waits until the target shows the subscription `reference` in its upgraded plan with the
+/// move back to `plan` scheduled for the period's end.
+async fn until_scheduled(calls: &Calls<'_>, reference: &str, plan: &str) -> Result<(), SimError> {
+    let mut shown = Value::Null;
+    for _ in 0..600 {
+        shown = calls
+            .order_api(&format!("/api/subscriptions/{reference}"), None)
+            .await?;
+        if shown["scheduled_change"]["to"] == plan {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(SimError::Failed(format!(
+        "{reference}: the move back to {plan} at the period's end was never shown as \
+         scheduled ({shown})"
+    )))
 }
 
 /// Waits until the target has been told the subscription `reference` started.

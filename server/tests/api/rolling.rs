@@ -252,6 +252,7 @@ async fn rolling_restarts_behind_a_balancer_lose_nothing_and_refuse_nothing() {
         spends: 40,
         subscriptions: 0,
         plan: "thesis-monthly".into(),
+        upgrade_plan: None,
     };
     let day = tokio::spawn(async move { run_day(&args).await });
 

@@ -42,6 +42,7 @@ async fn a_simulated_day_on_two_postgres_instances_is_exactly_once() {
         spends: SPENDS,
         subscriptions: 0,
         plan: "thesis-monthly".into(),
+        upgrade_plan: None,
     };
     let verdict = run_day(&args).await.unwrap();
     assert!(
@@ -105,6 +106,7 @@ async fn a_refused_token_is_reported_not_a_verdict() {
         spends: SPENDS,
         subscriptions: 0,
         plan: "thesis-monthly".into(),
+        upgrade_plan: None,
     };
     let error = run_day(&args).await.unwrap_err();
     assert!(error.to_string().contains("API token"), "{error}");
@@ -194,8 +196,9 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
         stripe_sim: Some(sim.base_url()),
         package: "thesis-40".into(),
         spends: SPENDS,
-        subscriptions: 8,
+        subscriptions: 10,
         plan: "thesis-monthly".into(),
+        upgrade_plan: Some("thesis-pro=100:8900:chf:month".parse().unwrap()),
     };
     let verdict = run_day(&args).await.unwrap();
     assert!(
@@ -204,15 +207,20 @@ async fn a_day_through_the_simulator_on_two_instances_is_exactly_once() {
         verdict.wrong, verdict.credits_wrong
     );
     assert_eq!(verdict.spends + verdict.spends_refused, SPENDS);
-    // Eight subscriptions, two of each life, 40 credits a paid period: 4 + 4 + 3 + 2 periods.
-    assert_eq!(verdict.subscriptions, 8);
-    assert_eq!(verdict.subscription_credits, 2 * 40 * (4 + 4 + 3 + 2));
+    // Ten subscriptions, two of each life, 40 credits a paid period: 4 + 4 + 3 + 2 + 4
+    // periods; the upgrade an hour into a 30-day period pays 4,993 of the 5,000 difference:
+    // 59 of the 60 extra credits, one more grant.
+    assert_eq!(verdict.subscriptions, 10);
+    assert_eq!(
+        verdict.subscription_credits,
+        2 * (40 * (4 + 4 + 3 + 2 + 4) + 59)
+    );
     assert_eq!(
         first
             .db
             .count("SELECT COUNT(*) FROM subscription_grants")
             .await,
-        2 * (4 + 4 + 3 + 2)
+        2 * (4 + 4 + 3 + 2 + 5)
     );
     assert_eq!(
         first
