@@ -163,12 +163,15 @@ pub(crate) const EXPIRY_MARGIN_MS: i64 = 10 * 60 * 1000;
 /// word: a GET of the session must say `expired`. A session Stripe says was completed is
 /// [`PaymentError::CheckoutCompleted`] (its event is on its way: a new session would let the
 /// customer pay twice); one Stripe still calls open is kept. Stripe unreachable is an error,
-/// and nothing is replaced.
+/// and nothing is replaced. A session Stripe answers 404 `resource_missing` for (the shop
+/// moved to another account or mode) is replaced, unless a payment of it is recorded
+/// (`paid_on_its_way`: its completion came with a bank debit still clearing).
 pub(crate) async fn session_needs_replacing(
     api: &StripeApi,
     subject: &str,
     session_id: Option<&str>,
     expires_at: Option<i64>,
+    paid_on_its_way: bool,
     now: i64,
 ) -> Result<bool, PaymentError> {
     use stripe_checkout::CheckoutSessionStatus;
@@ -180,6 +183,12 @@ pub(crate) async fn session_needs_replacing(
         return Ok(true);
     };
     let Some(session) = api.retrieve_checkout_session(session_id).await? else {
+        if paid_on_its_way {
+            return Err(PaymentError::CheckoutCompleted(
+                subject.to_owned(),
+                session_id.to_owned(),
+            ));
+        }
         // Stripe holds no such session (the account or its mode changed): nobody can pay it.
         tracing::warn!(
             subject,
@@ -245,6 +254,7 @@ pub async fn open_checkout(
         order_id.as_str(),
         order.checkout_session_id.as_deref(),
         order.checkout_expires_at,
+        order.payment_intent_id.is_some(),
         now,
     )
     .await?;
@@ -560,7 +570,8 @@ pub async fn refund(
 
 impl StripeApi {
     /// Reads a Checkout Session (a GET: no key, nothing created); `None` when Stripe answers
-    /// 404: it holds no such session.
+    /// 404 `resource_missing`: it holds no such session (any other 404, a wrong API base say,
+    /// is an error).
     pub async fn retrieve_checkout_session(
         &self,
         id: &str,
@@ -576,7 +587,11 @@ impl StripeApi {
         );
         match answer {
             Ok(session) => Ok(Some(session)),
-            Err(::stripe::StripeError::Stripe(_, 404)) => Ok(None),
+            Err(::stripe::StripeError::Stripe(api, 404))
+                if api.code.as_ref().map(|c| c.as_str()) == Some("resource_missing") =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(CallError::Indeterminate {
                 key: format!("GET checkout session {id}"),
                 attempts: 1,

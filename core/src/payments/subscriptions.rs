@@ -125,6 +125,8 @@ pub async fn open_subscription_checkout(
         reference.as_str(),
         checkout.checkout_session_id.as_deref(),
         checkout.checkout_expires_at,
+        // A paid subscription session starts its subscription: answered 409 before this.
+        false,
         now,
     )
     .await?;

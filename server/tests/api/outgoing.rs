@@ -1286,7 +1286,8 @@ async fn an_expired_session_is_replaced_under_the_next_key(backend: Backend) {
 }
 
 /// Past its expiry, a session Stripe answers 404 for (the shop moved to another account, say)
-/// cannot be paid: the order gets the next session rather than a 503 forever.
+/// cannot be paid: the order gets the next session rather than a 503 forever; unless a payment
+/// of it is on its way.
 async fn a_session_stripe_does_not_know_is_replaced(backend: Backend) {
     let shop = shop(backend).await;
     let body = json!({
@@ -1333,6 +1334,29 @@ async fn a_session_stripe_does_not_know_is_replaced(backend: Backend) {
     // The new one is at Stripe: kept.
     let kept: Value = shop.post_order(body).await.json().await.unwrap();
     assert_eq!(kept["checkout_session_id"], renewed["checkout_session_id"]);
+
+    // Its session completed with a bank debit still clearing (a payment intent recorded):
+    // never replaced, even when Stripe no longer knows the session.
+    let clearing = json!({
+        "order_id": "ord_clearing",
+        "package": "thesis-40",
+        "customer_email": "anna@example.ch",
+    });
+    assert_eq!(shop.post_order(clearing.clone()).await.status(), 201);
+    shop.app
+        .db
+        .execute(&format!(
+            "UPDATE orders SET checkout_session_id = 'cs_test_clearing', \
+             payment_intent_id = 'pi_test_clearing', checkout_expires_at = {} \
+             WHERE order_id = 'ord_clearing'",
+            now_ms() - 3_600_000
+        ))
+        .await;
+    let refused = shop.post_order(clearing).await;
+    assert_eq!(refused.status(), 409);
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["error"], "checkout_completed", "{refused}");
+    assert_eq!(shop.objects("checkout_sessions").await.len(), 3);
 }
 
 /// The customer paid at Stripe at the last second and the payment's event has not been
