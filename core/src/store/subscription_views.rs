@@ -32,9 +32,11 @@ pub struct SubscriptionView {
     pub updated_at: i64,
     /// The plan its next renewal bills, as its latest status event names it.
     pub renewal_plan: Option<String>,
-    /// The plan its latest paid period was granted at (the period's latest grant), and the
-    /// end of that period (unix seconds).
+    /// The plan its latest paid period was granted at (the period's latest grant: a prorated
+    /// change after the period's own), when that grant's time starts (the period's start, or
+    /// the change's) and when the period ends (unix seconds).
     pub period_plan: Option<String>,
+    pub paid_from: Option<i64>,
     pub paid_through: Option<i64>,
     /// A change of plan that takes effect at the period's end ([`SubscriptionView::scheduled`]).
     #[sqlx(skip)]
@@ -54,7 +56,9 @@ pub struct ScheduledChange {
 impl SubscriptionView {
     /// The change of plan waiting for the period's end: the latest status event names another
     /// plan than the one the current period was paid at, and no invoice has billed it yet
-    /// (a prorated upgrade's paid invoice grants at the new plan, so it is not waiting). A
+    /// (a prorated upgrade's paid invoice grants at the new plan, so it is not waiting). That
+    /// status event must be no older than the latest grant's start: a prorated change's
+    /// invoice processed before its own status event is not taken for a move back. A
     /// subscription that ends at the period's end, or has ended, renews at no plan.
     pub fn scheduled(&self) -> Option<ScheduledChange> {
         let to = self.renewal_plan.as_ref()?;
@@ -62,7 +66,8 @@ impl SubscriptionView {
         let at = self.paid_through?;
         let ending = self.cancel_at_period_end != 0 || self.status.as_deref() == Some("canceled");
         let current = at >= self.current_period_end.unwrap_or(0);
-        (to != from && current && !ending).then(|| ScheduledChange {
+        let told_since = self.status_as_of.unwrap_or(i64::MIN) >= self.paid_from.unwrap_or(0);
+        (to != from && current && told_since && !ending).then(|| ScheduledChange {
             from: from.clone(),
             to: to.clone(),
             at,
@@ -121,7 +126,12 @@ const COLUMNS: &str = "s.subscription_id, s.subscription_ref, s.customer_id, s.c
      WHERE g.subscription_id = s.subscription_id) AS credits_granted, \
     s.created_at, s.updated_at, s.renewal_plan, \
     (SELECT g.plan FROM subscription_grants g WHERE g.subscription_id = s.subscription_id \
-     ORDER BY g.period_end DESC, g.created_at DESC, g.invoice_id DESC LIMIT 1) AS period_plan, \
+     ORDER BY g.period_end DESC, g.period_start DESC, g.created_at DESC, g.invoice_id DESC \
+     LIMIT 1) AS period_plan, \
+    (SELECT CAST(g.period_start AS BIGINT) FROM subscription_grants g \
+     WHERE g.subscription_id = s.subscription_id \
+     ORDER BY g.period_end DESC, g.period_start DESC, g.created_at DESC, g.invoice_id DESC \
+     LIMIT 1) AS paid_from, \
     (SELECT CAST(MAX(g.period_end) AS BIGINT) FROM subscription_grants g \
      WHERE g.subscription_id = s.subscription_id) AS paid_through";
 
@@ -207,7 +217,7 @@ impl Subscriptions<'_> {
             (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
              WHERE l.order_id = g.invoice_id AND l.kind <> 'unlock') AS revoked \
             FROM subscription_grants g WHERE g.subscription_id = $1 \
-            ORDER BY g.period_end DESC, g.created_at DESC, g.invoice_id";
+            ORDER BY g.period_end DESC, g.period_start DESC, g.created_at DESC, g.invoice_id";
         Ok(self
             .pool
             .on()
@@ -238,6 +248,7 @@ mod tests {
             updated_at: 0,
             renewal_plan: Some("pro".into()),
             period_plan: Some("monthly".into()),
+            paid_from: Some(0),
             paid_through: Some(2_000),
             scheduled_change: None,
         }
@@ -279,7 +290,13 @@ mod tests {
             },
             SubscriptionView {
                 period_plan: None,
+                paid_from: None,
                 paid_through: None,
+                ..view()
+            },
+            // A prorated change's grant newer than the status event: its own event is to come.
+            SubscriptionView {
+                paid_from: Some(11),
                 ..view()
             },
         ];

@@ -599,6 +599,40 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
         period_grants(&app, "sub_1Qsca0001Plan", SECOND_PERIOD_END).await,
         100
     );
+    // A prorated upgrade whose invoice is processed before its own status event: never
+    // taken for a move back, and in force once its event comes.
+    for name in [
+        "customer.subscription.created",
+        "invoice.paid.subscription_create",
+        "invoice.paid.subscription_cycle",
+        "invoice.paid.subscription_update",
+    ] {
+        deliver(&app, &billing(name, "scc")).await;
+        drain(&worker).await;
+    }
+    let shown = app
+        .cli_json(&["subscriptions", "show", "sub_1Qscc0001Plan", "--json"])
+        .await;
+    assert!(
+        shown["subscription"]["scheduled_change"].is_null(),
+        "{shown}"
+    );
+    assert_eq!(shown["subscription"]["plan"], "thesis-pro", "{shown}");
+    deliver(
+        &app,
+        &billing("customer.subscription.updated.upgrade", "scc"),
+    )
+    .await;
+    drain(&worker).await;
+    let shown = app
+        .cli_json(&["subscriptions", "show", "sub_1Qscc0001Plan", "--json"])
+        .await;
+    assert!(
+        shown["subscription"]["scheduled_change"].is_null(),
+        "{shown}"
+    );
+    assert_eq!(shown["subscription"]["plan"], "thesis-pro", "{shown}");
+
     // Set to end at the period's end: it renews at no plan.
     deliver(&app, &moved_to_pro("scb", 2, moved_at + 10, true)).await;
     drain(&worker).await;
