@@ -255,6 +255,15 @@ pub async fn run(
             upgrade_credits: 0,
         });
         base_amount = asked["amount"].as_i64().unwrap_or(0);
+        if let Some(upgrade) = upgrade
+            && (upgrade.amount <= base_amount
+                || upgrade.credits <= asked["credits_per_period"].as_i64().unwrap_or(0))
+        {
+            return Err(SimError::Failed(format!(
+                "--upgrade-plan {} must cost and grant more than {plan}",
+                upgrade.name
+            )));
+        }
     }
     let advance = format!("/v1/test_helpers/test_clocks/{clock}/advance");
     for month in 1..=MONTHS {
@@ -295,13 +304,16 @@ pub async fn run(
                         upgrade,
                         upgraded["amount_paid"].as_i64().unwrap_or(0),
                     );
+                    // The upgrade in force, nothing waiting; then the move back waits for
+                    // the period's end.
+                    until_shown(&calls, &subscription.reference, &upgrade.name, None).await?;
                     calls
                         .control(
                             &change,
                             json!({ "unit_amount": base_amount, "at_period_end": true }),
                         )
                         .await?;
-                    until_scheduled(&calls, &subscription.reference, plan).await?;
+                    until_shown(&calls, &subscription.reference, &upgrade.name, Some(plan)).await?;
                 }
                 Life::Renews | Life::Unpaid => {}
             }
@@ -310,22 +322,35 @@ pub async fn run(
     Ok(sold)
 }
 
-/// Waits until the target shows the subscription `reference` in its upgraded plan with the
-/// move back to `plan` scheduled for the period's end.
-async fn until_scheduled(calls: &Calls<'_>, reference: &str, plan: &str) -> Result<(), SimError> {
+/// Waits until the target shows the subscription `reference` in `plan`, with a change to
+/// `then` scheduled for the period's end (or none).
+async fn until_shown(
+    calls: &Calls<'_>,
+    reference: &str,
+    plan: &str,
+    then: Option<&str>,
+) -> Result<(), SimError> {
     let mut shown = Value::Null;
     for _ in 0..600 {
         shown = calls
             .order_api(&format!("/api/subscriptions/{reference}"), None)
             .await?;
-        if shown["scheduled_change"]["to"] == plan {
+        let scheduled = &shown["scheduled_change"];
+        let waits = match then {
+            Some(to) => scheduled["from"] == plan && scheduled["to"] == to,
+            None => scheduled.is_null(),
+        };
+        if shown["plan"] == plan && waits {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Err(SimError::Failed(format!(
-        "{reference}: the move back to {plan} at the period's end was never shown as \
-         scheduled ({shown})"
+        "{reference}: never shown in {plan} with {} ({shown})",
+        match then {
+            Some(to) => format!("a change to {to} scheduled"),
+            None => "nothing scheduled".into(),
+        }
     )))
 }
 
