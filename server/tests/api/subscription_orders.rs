@@ -712,6 +712,22 @@ impl Life<'_> {
         let path = format!("/v1/test_helpers/test_clocks/{}/advance", self.clock);
         let clock = self.stripe(&path, &[("frozen_time", to.to_string())]).await;
         assert_eq!(clock["frozen_time"], to);
+        // Read back as Stripe's GET of a clock shows it.
+        let read: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/v1/test_helpers/test_clocks/{}",
+                self.shop.sim_url(),
+                self.clock
+            ))
+            .bearer_auth("sk_test_life")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(read["frozen_time"], to, "{read}");
+        assert_eq!(read["object"], "test_helpers.test_clock", "{read}");
         self.deliver().await;
     }
 
