@@ -31,7 +31,9 @@ async fn secret_of(app: &TestApp, username: &str) -> TotpSecret {
 
 /// Enrols `username` (signed in as `client`): begin, confirm with the current code; returns
 /// the recovery codes the page showed.
-async fn enrol(app: &TestApp, client: &reqwest::Client, username: &str) -> Vec<String> {
+/// Enrols `username`: its recovery codes, and the time (unix seconds) of the code that
+/// confirmed the enrolment.
+async fn enrol(app: &TestApp, client: &reqwest::Client, username: &str) -> (Vec<String>, i64) {
     let begun = client
         .post(app.url("/dashboard/actions/2fa/begin"))
         .send()
@@ -52,7 +54,8 @@ async fn enrol(app: &TestApp, client: &reqwest::Client, username: &str) -> Vec<S
         .await
         .unwrap();
     assert!(location(&wrong).contains("error="), "{}", location(&wrong));
-    let code = secret.code_at(now_ms() / 1000).unwrap();
+    let confirmed_at = now_ms() / 1000;
+    let code = secret.code_at(confirmed_at).unwrap();
     let confirmed = client
         .post(app.url("/dashboard/actions/2fa/confirm"))
         .form(&[("code", code.as_str())])
@@ -70,7 +73,7 @@ async fn enrol(app: &TestApp, client: &reqwest::Client, username: &str) -> Vec<S
     // Shown once.
     let again = account_page(app, client).await;
     assert!(recovery_codes_in(&again).is_empty());
-    codes
+    (codes, confirmed_at)
 }
 
 /// The enrolment page as `client` sees it.
@@ -122,7 +125,7 @@ async fn code_step(app: &TestApp, client: &reqwest::Client, code: &str) -> Strin
 
 async fn an_operator_enrols_and_signs_in_with_a_code_never_the_same_code_twice(app: TestApp) {
     let anna = app.sign_in_as("anna", Role::Support).await;
-    enrol(&app, &anna, "anna").await;
+    let (_, confirmed_at) = enrol(&app, &anna, "anna").await;
     let audit = app
         .db
         .count("SELECT COUNT(*) FROM audit_log WHERE action = 'two_factor_enrol'")
@@ -137,11 +140,12 @@ async fn an_operator_enrols_and_signs_in_with_a_code_never_the_same_code_twice(a
     assert_eq!(events.status(), 303, "no page before the code");
 
     // The code that confirmed the enrolment was used: it is refused now, the next one works.
+    // (The code of the enrolment's time, not of now: the clock may have crossed into the
+    // next 30-second step since.)
     let secret = secret_of(&app, "anna").await;
-    let now = now_ms() / 1000;
-    let used = secret.code_at(now).unwrap();
+    let used = secret.code_at(confirmed_at).unwrap();
     assert!(code_step(&app, &client, &used).await.contains("error="));
-    let next = secret.code_at(now + 30).unwrap();
+    let next = secret.code_at(confirmed_at + 30).unwrap();
     assert_eq!(code_step(&app, &client, &next).await, "/events");
     assert_eq!(app.call(&client, "me", &[]).await.status(), 200);
 
@@ -152,14 +156,14 @@ async fn an_operator_enrols_and_signs_in_with_a_code_never_the_same_code_twice(a
 
     // The code step without the password step signs nobody in.
     let stranger = TestApp::browser();
-    let to = code_step(&app, &stranger, &secret.code_at(now + 30).unwrap()).await;
+    let to = code_step(&app, &stranger, &secret.code_at(confirmed_at + 30).unwrap()).await;
     assert!(to.starts_with("/login"), "{to}");
     assert_eq!(app.call(&stranger, "me", &[]).await.status(), 401);
 }
 
 async fn a_recovery_code_signs_in_once(app: TestApp) {
     let anna = app.sign_in_as("anna", Role::Viewer).await;
-    let codes = enrol(&app, &anna, "anna").await;
+    let (codes, _) = enrol(&app, &anna, "anna").await;
     let (client, _) = password_step(&app, "anna").await;
     assert_eq!(
         code_step(&app, &client, &codes[3].to_uppercase()).await,
