@@ -538,6 +538,19 @@ fn renewal_at_pro(tag: &str) -> Vec<u8> {
     serde_json::to_vec(&event).unwrap()
 }
 
+/// The subscription as `subscriptions show --json` prints it.
+async fn subscription_shown(app: &TestApp, subscription: &str) -> serde_json::Value {
+    app.cli_json(&["subscriptions", "show", subscription, "--json"])
+        .await["subscription"]
+        .clone()
+}
+
+/// `shown` is in `plan`, with no change waiting.
+fn nothing_waits(shown: &serde_json::Value, plan: &str) {
+    assert_eq!(shown["plan"], plan, "{shown}");
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+}
+
 /// A change of plan Stripe bills from the next renewal on: its status event names the new plan
 /// at once, the period stays paid at the old one. Shown as scheduled (the paid plan in force),
 /// whatever the order of arrival; gone once the renewal bills it, or when the subscription is
@@ -557,10 +570,7 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
             drain(&worker).await;
         }
         let subscription = format!("sub_1Q{tag}0001Plan");
-        let shown = app
-            .cli_json(&["subscriptions", "show", &subscription, "--json"])
-            .await;
-        let shown = &shown["subscription"];
+        let shown = subscription_shown(&app, &subscription).await;
         assert_eq!(shown["plan"], "thesis-monthly", "{tag}: {shown}");
         assert_eq!(
             shown["scheduled_change"],
@@ -587,14 +597,8 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
     // The renewal bills thesis-pro: in force, nothing waits.
     deliver(&app, &renewal_at_pro("sca")).await;
     drain(&worker).await;
-    let shown = app
-        .cli_json(&["subscriptions", "show", "sub_1Qsca0001Plan", "--json"])
-        .await;
-    assert_eq!(shown["subscription"]["plan"], "thesis-pro", "{shown}");
-    assert!(
-        shown["subscription"]["scheduled_change"].is_null(),
-        "{shown}"
-    );
+    let shown = subscription_shown(&app, "sub_1Qsca0001Plan").await;
+    nothing_waits(&shown, "thesis-pro");
     assert_eq!(
         period_grants(&app, "sub_1Qsca0001Plan", SECOND_PERIOD_END).await,
         100
@@ -610,40 +614,23 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
         deliver(&app, &billing(name, "scc")).await;
         drain(&worker).await;
     }
-    let shown = app
-        .cli_json(&["subscriptions", "show", "sub_1Qscc0001Plan", "--json"])
-        .await;
-    assert!(
-        shown["subscription"]["scheduled_change"].is_null(),
-        "{shown}"
-    );
-    assert_eq!(shown["subscription"]["plan"], "thesis-pro", "{shown}");
+    let shown = subscription_shown(&app, "sub_1Qscc0001Plan").await;
+    nothing_waits(&shown, "thesis-pro");
     deliver(
         &app,
         &billing("customer.subscription.updated.upgrade", "scc"),
     )
     .await;
     drain(&worker).await;
-    let shown = app
-        .cli_json(&["subscriptions", "show", "sub_1Qscc0001Plan", "--json"])
-        .await;
-    assert!(
-        shown["subscription"]["scheduled_change"].is_null(),
-        "{shown}"
-    );
-    assert_eq!(shown["subscription"]["plan"], "thesis-pro", "{shown}");
+    let shown = subscription_shown(&app, "sub_1Qscc0001Plan").await;
+    nothing_waits(&shown, "thesis-pro");
 
     // Set to end at the period's end: it renews at no plan.
     deliver(&app, &moved_to_pro("scb", 2, moved_at + 10, true)).await;
     drain(&worker).await;
-    let shown = app
-        .cli_json(&["subscriptions", "show", "sub_1Qscb0001Plan", "--json"])
-        .await;
-    assert!(
-        shown["subscription"]["scheduled_change"].is_null(),
-        "{shown}"
-    );
-    assert_eq!(shown["subscription"]["cancel_at_period_end"], 1, "{shown}");
+    let shown = subscription_shown(&app, "sub_1Qscb0001Plan").await;
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    assert_eq!(shown["cancel_at_period_end"], 1, "{shown}");
 }
 
 async fn a_refund_of_a_paid_invoice_revokes_from_its_grant(app: TestApp) {
