@@ -29,8 +29,9 @@ fn why(kind: EventKind) -> Option<&'static str> {
         EventKind::CustomerSubscriptionCreated
         | EventKind::CustomerSubscriptionUpdated
         | EventKind::CustomerSubscriptionDeleted => Some(
-            "each is a new state of one subscription; twins share the event's `created`, and a \
-             late older state never overwrites a newer one",
+            "each is a new state of one subscription; twins share the event's `created` and the \
+             state it carries (two changes in one second do not), and a late older state never \
+             overwrites a newer one",
         ),
         EventKind::PaymentIntentSucceeded
         | EventKind::ChargeSucceeded
@@ -72,7 +73,9 @@ fn the_action_key_table_is_the_enums() {
         let key = match kind.action_step().unwrap() {
             ActionStep::OncePerObject => format!("`<type>:<{object} id>`"),
             ActionStep::AmountRefunded => format!("`<type>:<{object} id>:<amount_refunded>`"),
-            ActionStep::EventCreated => format!("`<type>:<{object} id>:<event created>`"),
+            ActionStep::EventCreated => {
+                format!("`<type>:<{object} id>:<event created>:<state digest>`")
+            }
         };
         expected.push(format!("| `{kind}` | {key} | {} |", why(kind).unwrap()));
     }
