@@ -19,6 +19,9 @@ use claimcheck_core::worker::WorkerConfig;
 use crate::client_ip::ClientAddress;
 pub use alerts::AlertsConfig;
 
+/// How often `serve` releases expired holds and expires lots.
+pub const DEFAULT_CREDIT_UPKEEP: Duration = Duration::from_secs(30);
+
 /// Everything `serve` needs to know.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -51,6 +54,9 @@ pub struct ServeConfig {
     pub limits: HttpLimits,
     /// Whether `serve` applies pending migrations at start.
     pub migrate: MigrateMode,
+    /// How often holds past their expiry are released and lots past theirs expire (zero:
+    /// never; tests that write lots dated in the past drive the upkeep themselves).
+    pub credit_upkeep: Duration,
 }
 
 /// Whether `serve` applies pending migrations at start (`auto`), or refuses to start while
@@ -292,6 +298,7 @@ impl Default for ServeConfig {
             metrics: MetricsConfig::default(),
             limits: HttpLimits::default(),
             migrate: MigrateMode::default(),
+            credit_upkeep: DEFAULT_CREDIT_UPKEEP,
         }
     }
 }

@@ -36,6 +36,7 @@ pub struct Application {
     retention: Option<Duration>,
     /// How long each package's credits last, for the lots the upkeep expires.
     packages: Arc<claimcheck_core::fulfilment::Packages>,
+    credit_upkeep: Duration,
     reconciler: Option<(StripeApi, ReconcileSchedule)>,
     metrics: Arc<Metrics>,
     bulk: BulkRuns,
@@ -155,6 +156,7 @@ impl Application {
             new_claim,
             retention: config.retention,
             packages: Arc::new(config.worker.packages.clone()),
+            credit_upkeep: config.credit_upkeep,
             reconciler: config
                 .stripe
                 .clone()
@@ -226,11 +228,14 @@ impl Application {
             self.retention,
             stopped.clone(),
         )));
-        workers.push(tokio::spawn(crate::tasks::expire_credits_periodically(
-            self.store.clone(),
-            self.packages,
-            stopped.clone(),
-        )));
+        if !self.credit_upkeep.is_zero() {
+            workers.push(tokio::spawn(crate::tasks::expire_credits_periodically(
+                self.store.clone(),
+                self.packages,
+                self.credit_upkeep,
+                stopped.clone(),
+            )));
+        }
         // At the signal `/readyz` answers 503 and requests are still answered for the grace
         // period (the balancer takes this instance out); then both listeners stop taking
         // connections together and requests in flight finish.

@@ -143,16 +143,16 @@ pub(crate) async fn housekeeping(
     }
 }
 
-/// Every 30 seconds: holds past their expiry are released and lots past theirs expire (each
+/// Every `every` (30 seconds by default): holds past their expiry are released and lots past theirs expire (each
 /// once, whatever the number of instances), and the answers kept under Idempotency-Keys
 /// longer than they must be are forgotten. A request reads its customer's holds and lots up
 /// to date itself; this makes them so for everyone else (the dashboard, the metrics).
 pub(crate) async fn expire_credits_periodically(
     store: Store,
     packages: Arc<claimcheck_core::fulfilment::Packages>,
+    every: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
-    const EVERY: Duration = Duration::from_secs(30);
     while !*stop.borrow() {
         let now = claimcheck_core::now_ms();
         match store.credits().expire_due(&packages, now, 500).await {
@@ -171,7 +171,7 @@ pub(crate) async fn expire_credits_periodically(
             );
         }
         tokio::select! {
-            () = tokio::time::sleep(EVERY) => {}
+            () = tokio::time::sleep(every) => {}
             _ = stop.changed() => {}
         }
     }

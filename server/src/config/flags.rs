@@ -617,6 +617,7 @@ impl ServeArgs {
                 database_every: self.metrics_database_interval.0,
             },
             limits: self.limits.limits()?,
+            credit_upkeep: super::DEFAULT_CREDIT_UPKEEP,
             retention: (self.retention_days > 0)
                 .then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             reconcile: ReconcileSchedule {

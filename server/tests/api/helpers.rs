@@ -365,6 +365,9 @@ pub fn test_config(database_url: &str) -> ServeConfig {
             shutdown_grace: Duration::ZERO,
             ..Default::default()
         },
+        // Tests write lots dated in the past and expire them at a time they choose; the
+        // server's own upkeep is tested on its own.
+        credit_upkeep: Duration::ZERO,
         ..ServeConfig::default()
     }
 }

@@ -10,7 +10,7 @@ use claimcheck_core::billing::Plans;
 use claimcheck_core::fulfilment::Packages;
 use claimcheck_core::worker::{Attempt, Worker, WorkerConfig};
 
-use crate::helpers::{TestApp, on_both_backends};
+use crate::helpers::{Backend, TestApp, on_both_backends, spawn_app_with};
 
 on_both_backends!(
     the_creation_events_in_every_order_grant_the_first_period_once,
@@ -24,6 +24,7 @@ on_both_backends!(
     without_plans_billing_events_are_recorded_and_grant_nothing,
     an_invoice_without_an_email_is_the_customer_its_session_named,
 );
+on_both_backends!(backend => the_server_s_upkeep_lapses_a_period_s_lot_on_its_own);
 
 pub(crate) const PLANS: &str = "thesis-monthly=40:3900:chf:month, thesis-pro=100:8900:chf:month";
 
@@ -797,9 +798,10 @@ async fn without_plans_billing_events_are_recorded_and_grant_nothing(app: TestAp
     assert_eq!(app.db.count("SELECT COUNT(*) FROM orders").await, 0);
 }
 
-async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
-    let resetting = Worker::new(
-        app.store.clone(),
+/// A worker whose plan's unused credits lapse at the end of each period.
+fn resetting_worker(store: &Store) -> Worker {
+    Worker::new(
+        store.clone(),
         "reset-worker",
         WorkerConfig {
             plans: "thesis-monthly=40:3900:chf:month:reset".parse().unwrap(),
@@ -816,7 +818,11 @@ async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
             )
             .await,
         vec![(FIRST_PERIOD_END * 1000).to_string()]
-    );
+    )
+}
+
+async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
+    let resetting = resetting_worker(&app.store);
     // Up to the period's end the customer has the period's credits; at its end what is left
     // lapses, once, under the lot's key (two upkeep runs at once).
     let (email, packages) = ("abo-rst@example.ch", Packages::default());
@@ -862,4 +868,37 @@ async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
             .await,
         1
     );
+}
+
+async fn the_server_s_upkeep_lapses_a_period_s_lot_on_its_own(backend: Backend) {
+    // The fixture's period ended long ago: the server's own upkeep expires its lot, without
+    // a request about the customer.
+    let app = spawn_app_with(backend, |config| {
+        config.credit_upkeep = Duration::from_millis(50);
+    })
+    .await;
+    deliver(&app, &billing("invoice.paid.subscription_create", "upk")).await;
+    drain(&resetting_worker(&app.store)).await;
+    let expired = "SELECT COUNT(*) FROM credit_movements \
+                   WHERE kind = 'expire' AND lot_id = 'order:in_1Qupk0001Invoice'";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while app.db.count(expired).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upkeep never expired the lot"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let balance = app
+        .store
+        .credits()
+        .balance(
+            "abo-upk@example.ch",
+            &Packages::default(),
+            claimcheck_core::now_ms(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((balance.balance, balance.available), (0, 0));
+    assert_eq!(app.db.count(expired).await, 1);
 }
