@@ -112,6 +112,8 @@ pub struct GrantView {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubscriptionFilter {
     pub status: Option<String>,
+    /// Those in the plan, or whose paid period is in it (a change at the period's end is
+    /// listed under both plans).
     pub plan: Option<String>,
     /// Only those whose renewal is unpaid or whose status is `past_due` or `unpaid`.
     pub past_due: bool,
@@ -141,12 +143,15 @@ impl Subscriptions<'_> {
         self,
         filter: &SubscriptionFilter,
     ) -> Result<Vec<SubscriptionView>, StoreError> {
+        // A plan names those in it and those whose paid period is in it: a subscription
+        // moving between two plans at the period's end is in both lists (shown `a → b`).
         let statement = format!(
-            "SELECT {COLUMNS} FROM subscriptions s \
-             WHERE ($1 = '' OR s.status = $1) AND ($2 = '' OR s.plan = $2) \
-               AND ($3 = 0 OR s.unpaid_invoice IS NOT NULL \
-                    OR s.status IN ('past_due', 'unpaid')) \
-             ORDER BY s.updated_at DESC, s.subscription_id LIMIT $4"
+            "SELECT v.* FROM (SELECT {COLUMNS} FROM subscriptions s) v \
+             WHERE ($1 = '' OR v.status = $1) \
+               AND ($2 = '' OR v.plan = $2 OR v.period_plan = $2) \
+               AND ($3 = 0 OR v.unpaid_invoice IS NOT NULL \
+                    OR v.status IN ('past_due', 'unpaid')) \
+             ORDER BY v.updated_at DESC, v.subscription_id LIMIT $4"
         );
         let found: Vec<SubscriptionView> = self
             .pool

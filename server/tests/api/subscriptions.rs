@@ -594,6 +594,18 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
     );
     let (_, list, _) = app.cli(&["subscriptions", "list"]).await;
     assert!(list.contains("thesis-monthly → thesis-pro"), "{list}");
+    // Listed under the plan it is paid at and under the one it moves to; not under another.
+    for (plan, listed) in [
+        ("thesis-monthly", true),
+        ("thesis-pro", true),
+        ("thesis-max", false),
+    ] {
+        let found = app
+            .cli_json(&["subscriptions", "list", "--plan", plan, "--json"])
+            .await;
+        let ids = found.to_string();
+        assert_eq!(ids.contains("sub_1Qsca0001Plan"), listed, "{plan}: {ids}");
+    }
 
     // The renewal bills thesis-pro: in force, nothing waits.
     deliver(&app, &renewal_at_pro("sca")).await;
@@ -807,7 +819,11 @@ fn resetting_worker(store: &Store) -> Worker {
             plans: "thesis-monthly=40:3900:chf:month:reset".parse().unwrap(),
             ..WorkerConfig::default()
         },
-    );
+    )
+}
+
+async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
+    let resetting = resetting_worker(&app.store);
     deliver(&app, &billing("invoice.paid.subscription_create", "rst")).await;
     drain(&resetting).await;
     assert_eq!(
@@ -818,11 +834,7 @@ fn resetting_worker(store: &Store) -> Worker {
             )
             .await,
         vec![(FIRST_PERIOD_END * 1000).to_string()]
-    )
-}
-
-async fn a_reset_plan_lapses_at_the_end_of_its_period(app: TestApp) {
-    let resetting = resetting_worker(&app.store);
+    );
     // Up to the period's end the customer has the period's credits; at its end what is left
     // lapses, once, under the lot's key (two upkeep runs at once).
     let (email, packages) = ("abo-rst@example.ch", Packages::default());
