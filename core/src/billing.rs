@@ -819,6 +819,8 @@ struct RawItem {
     current_period_end: Option<i64>,
     #[serde(default)]
     price: Option<ItemPrice>,
+    #[serde(default)]
+    quantity: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -838,20 +840,23 @@ pub fn read_subscription(payload: &str, plans: &Plans) -> Result<SubscriptionFac
     let status = SubscriptionStatus::parse(&status_text).ok_or_else(|| {
         BillingError::Payload(format!("unknown subscription status '{status_text}'"))
     })?;
-    let first = raw.items.and_then(|items| items.data.into_iter().next());
-    let (plan, item_period_end) = match first {
-        Some(item) => (
-            item.price.and_then(|price| {
-                let amount = price.unit_amount?;
-                let currency = price.currency?.to_ascii_lowercase();
-                plans
-                    .by_price(amount, &currency)
-                    .map(|plan| plan.name.clone())
-            }),
-            item.current_period_end,
-        ),
-        None => (None, None),
-    };
+    let items = raw.items.map(|items| items.data).unwrap_or_default();
+    let item_period_end = items.iter().find_map(|item| item.current_period_end);
+    // Items whose price is no plan (an add-on) are left out; of two plans, the subscription
+    // is named after the one that grants more, as its invoices' grants are.
+    let plan = items
+        .iter()
+        .filter_map(|item| {
+            let price = item.price.as_ref()?;
+            let currency = price.currency.as_deref()?.to_ascii_lowercase();
+            let plan = plans.by_price(price.unit_amount?, &currency)?;
+            Some((
+                plan.credits.saturating_mul(item.quantity.unwrap_or(1)),
+                plan,
+            ))
+        })
+        .max_by_key(|(credits, _)| *credits)
+        .map(|(_, plan)| plan.name.clone());
     Ok(SubscriptionFacts {
         subscription_id: raw.id,
         subscription_ref: raw.metadata.get(REF_KEY).and_then(metadata_value),
@@ -1129,6 +1134,37 @@ mod tests {
             .unwrap();
         assert_eq!(state.current_period_end, Some(1_766_992_000));
         assert_eq!(state.plan.as_deref(), Some("thesis-monthly"));
+        // An add-on item first, and two plans: named after the plan that grants more.
+        let items = &mut older["data"]["object"]["items"]["data"];
+        let plan_item = items[0].clone();
+        let mut add_on = plan_item.clone();
+        add_on["price"]["unit_amount"] = 500.into();
+        let mut pro = plan_item.clone();
+        pro["price"]["unit_amount"] = 8900.into();
+        let mut monthlies = plan_item;
+        monthlies["quantity"] = 3.into();
+        *items = serde_json::json!([add_on.clone(), pro, monthlies]);
+        let state = read_subscription(&older.to_string(), &plans())
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!(
+            state.plan.as_deref(),
+            Some("thesis-monthly"),
+            "3 × 40 > 100"
+        );
+        older["data"]["object"]["items"]["data"][2]["quantity"] = 2.into();
+        let state = read_subscription(&older.to_string(), &plans())
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!(state.plan.as_deref(), Some("thesis-pro"), "100 > 2 × 40");
+        older["data"]["object"]["items"]["data"] = serde_json::json!([add_on]);
+        let state = read_subscription(&older.to_string(), &plans())
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!(state.plan, None, "an add-on alone is no plan");
         // A status Stripe does not have is an error, not a guess.
         older["data"]["object"]["status"] = "dormant".into();
         assert!(matches!(
