@@ -82,6 +82,9 @@ export default defineConfig({
         CLAIMCHECK_PLANS: "thesis-monthly=40:3900:chf:month,thesis-pro=100:8900:chf:month",
         // Claims wait for the seed (or a support operator) to work them.
         CLAIMCHECK_WORKERS: "0",
+        // Reconcile runs are the specs' own ("Reconcile now"): a scheduled one could claim
+        // the event a spec leaves undelivered before the spec's run looks for it.
+        CLAIMCHECK_RECONCILE_INTERVAL: "0",
         // Alerts are checked every second, so a spec sees one open without waiting 30 s.
         CLAIMCHECK_ALERT_CHECK_INTERVAL: "1s",
         RUST_LOG: "info",

@@ -185,7 +185,7 @@ fn exit_within(server: &mut KillOnDrop, within: Duration) -> std::process::ExitS
 #[test]
 fn sigterm_turns_readyz_away_answers_through_the_grace_then_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, addr, lines) = serve_with_grace(&dir, "3s");
+    let (mut server, addr, lines) = serve_with_grace(&dir, "5s");
     assert_eq!(status_of(&addr, "/readyz"), Some(200));
     sigterm(&server);
     let signalled = std::time::Instant::now();
@@ -195,7 +195,7 @@ fn sigterm_turns_readyz_away_answers_through_the_grace_then_exits_cleanly() {
     let status = exit_within(&mut server, Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
     assert!(
-        signalled.elapsed() >= Duration::from_secs(3),
+        signalled.elapsed() >= Duration::from_secs(5),
         "stopped before the grace period was over"
     );
     assert_eq!(status_of(&addr, "/healthz"), None);
@@ -378,7 +378,8 @@ fn the_example_environment_names_every_setting() {
 #[test]
 fn healthcheck_follows_readyz() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, addr, _log) = serve_with_grace(&dir, "3s");
+    // A grace long enough that the check while stopping comes within it on a busy machine.
+    let (mut server, addr, _log) = serve_with_grace(&dir, "8s");
     let healthcheck = || {
         claimcheck()
             .arg("healthcheck")

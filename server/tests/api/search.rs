@@ -13,6 +13,7 @@ on_both_backends!(
     a_charge_refunded_in_parts_and_its_dispute_open_their_order,
     search_is_for_signed_in_operators_and_bounded,
     a_delivery_recorded_without_a_claim_is_found_by_its_id_and_type,
+    a_claim_written_without_its_terms_is_found_once_indexed,
 );
 
 /// The paid session, its twin and a refund of it, delivered and fulfilled.
@@ -282,4 +283,37 @@ async fn a_delivery_recorded_without_a_claim_is_found_by_its_id_and_type(app: Te
         .await
         .unwrap();
     assert_eq!(found["deliveries"].as_array().unwrap().len(), 0, "{found}");
+}
+
+async fn a_claim_written_without_its_terms_is_found_once_indexed(app: TestApp) {
+    // A version from before the search terms (or one during a rolling deploy that does not
+    // write them) claimed a refund.failed: its payment intent is only in the payload.
+    let event = serde_json::json!({
+        "id": "evt_old_1", "object": "event", "type": "refund.failed", "created": 1_764_400_000,
+        "livemode": false,
+        "data": {"object": {"id": "re_old_1", "object": "refund", "amount": 100,
+                            "payment_intent": "pi_old_1", "status": "failed"}}
+    });
+    app.db
+        .execute(&format!(
+            "INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, \
+                 status, attempts, next_attempt_at, stripe_created, livemode, received_at, \
+                 payload, source, terms_indexed) \
+             VALUES ('evt_old_1', 'refund.failed', 're_old_1', '', 'processing', 0, 0, \
+                     1764400000, FALSE, 0, '{}', 'webhook', FALSE)",
+            event.to_string().replace('\'', "''")
+        ))
+        .await;
+    // The upkeep's backfill indexes it, once (the server's own pass at its start may have
+    // come first).
+    assert!(app.store.claims().index_unindexed(200).await.unwrap() <= 1);
+    assert_eq!(app.store.claims().index_unindexed(200).await.unwrap(), 0);
+    let support = app.sign_in_as("sam", Role::Support).await;
+    assert_eq!(go(&app, &support, "pi_old_1").await, "/events/evt_old_1");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE NOT terms_indexed")
+            .await,
+        0
+    );
 }

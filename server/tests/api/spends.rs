@@ -597,13 +597,13 @@ async fn holds_past_their_expiry_are_released_once_by_any_number_of_instances(ba
             .post(
                 &holds,
                 Some(&format!("h{i}")),
-                &json!({ "credits": 2, "reference": format!("check-{i}"), "expires_in": "1s" }),
+                &json!({ "credits": 2, "reference": format!("check-{i}"), "expires_in": "1m" }),
             )
             .await;
         assert_eq!(response.status(), 201);
     }
     assert_eq!(shop.balance().await["available"], 30);
-    let later = now_ms() + 2_000;
+    let later = now_ms() + 61_000;
     let packages = PACKAGES.parse().unwrap();
     // Three instances' upkeep at the same moment.
     let runs = (0..3).map(|_| shop.app.store.credits().expire_due(&packages, later, 500));

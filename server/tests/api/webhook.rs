@@ -392,12 +392,14 @@ async fn rotation_accepts_either_secret() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tolerance_boundary_is_exact() {
+async fn the_tolerance_is_kept_at_the_server() {
     let app = crate::helpers::spawn_app(Backend::Sqlite).await;
+    // Five seconds either side of the 300 s tolerance: the server reads its own clock a
+    // moment later (the exact second is the engine's unit test).
     let now = now_ms() / 1000;
     let body = fixture("customer.discount.created");
-    assert_eq!(app.deliver_signed_at(&body, now - 299).await.status(), 200);
-    let (status, answer) = outcome_of(app.deliver_signed_at(&body, now - 301).await).await;
+    assert_eq!(app.deliver_signed_at(&body, now - 295).await.status(), 200);
+    let (status, answer) = outcome_of(app.deliver_signed_at(&body, now - 305).await).await;
     assert_eq!(status, 400);
     assert_eq!(answer["outcome"], "bad_signature");
     assert!(
