@@ -754,8 +754,11 @@ impl SubscriptionStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionState {
     pub status: SubscriptionStatus,
-    /// The plan its first item's price is, if that is one of the shop's plans.
+    /// The plan its items' prices are, if one of them is one of the shop's plans.
     pub plan: Option<String>,
+    /// With no plan among its items: the first item's price (what its renewal will bill and
+    /// no plan grants for).
+    pub unmatched_price: Option<Price>,
     /// The end of the current period (Stripe's seconds): on the items from 2025-03-31, on the
     /// subscription before.
     pub current_period_end: Option<i64>,
@@ -857,6 +860,13 @@ pub fn read_subscription(payload: &str, plans: &Plans) -> Result<SubscriptionFac
         })
         .max_by_key(|(credits, _)| *credits)
         .map(|(_, plan)| plan.name.clone());
+    let unmatched_price = items.iter().filter(|_| plan.is_none()).find_map(|item| {
+        let price = item.price.as_ref()?;
+        Some(Price {
+            amount: price.unit_amount?,
+            currency: price.currency.as_deref()?.to_ascii_lowercase(),
+        })
+    });
     Ok(SubscriptionFacts {
         subscription_id: raw.id,
         subscription_ref: raw.metadata.get(REF_KEY).and_then(metadata_value),
@@ -865,6 +875,7 @@ pub fn read_subscription(payload: &str, plans: &Plans) -> Result<SubscriptionFac
         state: Some(SubscriptionState {
             status,
             plan,
+            unmatched_price,
             current_period_end: item_period_end.or(raw.current_period_end),
             cancel_at_period_end: raw.cancel_at_period_end.unwrap_or(false),
             as_of: event.created,
@@ -1165,6 +1176,13 @@ mod tests {
             .state
             .unwrap();
         assert_eq!(state.plan, None, "an add-on alone is no plan");
+        assert_eq!(
+            state.unmatched_price,
+            Some(Price {
+                amount: 500,
+                currency: "chf".into()
+            })
+        );
         // A status Stripe does not have is an error, not a guess.
         older["data"]["object"]["status"] = "dormant".into();
         assert!(matches!(

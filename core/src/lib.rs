@@ -86,6 +86,6 @@ pub use store::{
     OperatorCredentials, OperatorView, OrderCreation, OrderFilter, OrderHistory, OrderLine,
     OrderView, ReconcileRunView, Recorded, RequestOutcome, RequestStatus, ScheduledChange,
     SelectedClaim, Store, StoreOptions, StripeRequestView, SubscriptionCheckoutView,
-    SubscriptionFilter, SubscriptionView, TIMELINE_ROWS, TokenView, WriteHealth, WriteOp,
-    WriteResult, Writes,
+    SubscriptionFilter, SubscriptionView, TIMELINE_ROWS, TokenView, UnplannedRenewal, WriteHealth,
+    WriteOp, WriteResult, Writes,
 };

@@ -61,7 +61,9 @@ pub use operators::{OperatorCredentials, OperatorView};
 pub use outgoing::{NewOrder, OrderCreation, RequestOutcome, RequestStatus, StripeRequestView};
 pub use reconcile::ReconcileRunView;
 pub use subscription_checkouts::{NewSubscriptionCheckout, SubscriptionCheckoutView};
-pub use subscription_views::{GrantView, ScheduledChange, SubscriptionFilter, SubscriptionView};
+pub use subscription_views::{
+    GrantView, ScheduledChange, SubscriptionFilter, SubscriptionView, UnplannedRenewal,
+};
 pub use summaries::ClaimSummary;
 pub use timeline::{LoggedDelivery, OrderHistory, TIMELINE_ROWS};
 pub use tokens::TokenView;

@@ -18,6 +18,10 @@ pub struct SubscriptionRow {
     /// the one in force until then.
     pub scheduled_plan: Option<String>,
     pub scheduled_at: Option<String>,
+    /// The next renewal bills a price no plan has (formatted, `CHF 59.00`), from when: its
+    /// invoice will grant nothing until such a plan is configured.
+    pub unplanned_price: Option<String>,
+    pub unplanned_at: Option<String>,
     /// The invoice whose payment failed and is not paid yet, and since when.
     pub unpaid_invoice: Option<String>,
     pub unpaid_since: Option<String>,
@@ -100,6 +104,11 @@ fn subscription_row(s: claimcheck_core::SubscriptionView) -> SubscriptionRow {
         cancel_at_period_end: s.cancel_at_period_end != 0,
         scheduled_plan: s.scheduled_change.as_ref().map(|c| c.to.clone()),
         scheduled_at: s.scheduled_change.as_ref().map(|c| seconds(c.at)),
+        unplanned_price: s
+            .unplanned_renewal
+            .as_ref()
+            .map(|u| crate::i18n::reader().money(u.amount, &u.currency)),
+        unplanned_at: s.unplanned_renewal.as_ref().map(|u| seconds(u.at)),
         unpaid_since: s.unpaid_since.map(seconds),
         updated_at: server::time(s.updated_at),
         subscription_id: s.subscription_id,

@@ -132,6 +132,11 @@ fn SubscriptionTable(rows: Vec<SubscriptionRow>) -> impl IntoView {
                                     .to_string();
                                 view! { " " <span class="muted" data-testid="scheduled-change">{text}</span> }
                             });
+                            let unplanned = s.unplanned_price.clone().map(|price| {
+                                let text = t_string!(i18n, subscriptions.unplanned_short, price)
+                                    .to_string();
+                                view! { " " <span class="error-text" data-testid="unplanned-renewal">{text}</span> }
+                            });
                             let customer = s.customer.clone().map(|c| {
                                 let href = crate::links::customer(&c);
                                 view! { <a href=href>{c}</a> }
@@ -144,6 +149,7 @@ fn SubscriptionTable(rows: Vec<SubscriptionRow>) -> impl IntoView {
                                     <td>
                                         {s.plan.unwrap_or_default()}
                                         {scheduled}
+                                        {unplanned}
                                     </td>
                                     <td data-status=s.status.clone().unwrap_or_default()>
                                         {subscription_status_name(i18n, s.status.as_deref())}
@@ -252,6 +258,14 @@ fn SubscriptionFacts(s: SubscriptionRow) -> impl IntoView {
             <dd data-testid="subscription-scheduled">{text}</dd>
         }
     });
+    let unplanned = s.unplanned_price.clone().map(|price| {
+        let at = s.unplanned_at.clone().unwrap_or_default();
+        let text = t_string!(i18n, subscriptions.unplanned, price, at).to_string();
+        view! {
+            <dt>{t!(i18n, subscriptions.col_renewal)}</dt>
+            <dd class="error-text" data-testid="subscription-unplanned">{text}</dd>
+        }
+    });
     view! {
         <dl class="facts" data-testid="subscription-facts">
             <dt>{t!(i18n, subscriptions.col_ref)}</dt>
@@ -261,6 +275,7 @@ fn SubscriptionFacts(s: SubscriptionRow) -> impl IntoView {
             <dt>{t!(i18n, subscriptions.col_plan)}</dt>
             <dd data-testid="subscription-plan">{s.plan.clone().unwrap_or_else(|| "-".into())}</dd>
             {scheduled}
+            {unplanned}
             <dt>{t!(i18n, subscriptions.col_status)}</dt>
             <dd data-testid="subscription-status">{status}{cancels}</dd>
             <dt>{t!(i18n, subscriptions.col_period_end)}</dt>

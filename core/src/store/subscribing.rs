@@ -31,15 +31,16 @@ macro_rules! later_period {
 }
 
 /// A subscription's row, created by whichever of its events comes first. Who it belongs to
-/// is filled in once. Its state (status, the plan its renewal bills) moves only to a state at
-/// least as recent (Stripe's `created` of the event, `$7`). An event without a state (a paid invoice: `$7` NULL) moves its plan
-/// and period on only when it pays for a period that ends no earlier than the one known, and
-/// never touches its status.
+/// is filled in once. Its state (status, the plan its renewal bills, or the price when no
+/// plan has it) moves only to a state at least as recent (Stripe's `created` of the event,
+/// `$7`). An event without a state (a paid invoice: `$7` NULL) moves its plan and period on
+/// only when it pays for a period that ends no earlier than the one known, and never touches
+/// its status.
 const UPSERT_SUBSCRIPTION: &str = concat!(
     "INSERT INTO subscriptions (subscription_id, subscription_ref, customer_id, customer_email, \
         plan, status, status_as_of, current_period_end, cancel_at_period_end, created_at, \
-        updated_at, renewal_plan) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) \
+        updated_at, renewal_plan, renewal_price_amount, renewal_price_currency) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13) \
     ON CONFLICT (subscription_id) DO UPDATE SET \
         subscription_ref = COALESCE(subscriptions.subscription_ref, excluded.subscription_ref), \
         customer_id = COALESCE(subscriptions.customer_id, excluded.customer_id), \
@@ -70,6 +71,14 @@ const UPSERT_SUBSCRIPTION: &str = concat!(
     newer_state!(),
     " \
                             THEN excluded.renewal_plan ELSE subscriptions.renewal_plan END, \
+        renewal_price_amount = CASE WHEN ",
+    newer_state!(),
+    " \
+            THEN excluded.renewal_price_amount ELSE subscriptions.renewal_price_amount END, \
+        renewal_price_currency = CASE WHEN ",
+    newer_state!(),
+    " \
+            THEN excluded.renewal_price_currency ELSE subscriptions.renewal_price_currency END, \
         status_as_of = CASE WHEN ",
     newer_state!(),
     " \
@@ -218,6 +227,12 @@ macro_rules! impl_subscribe_tx {
                         .bind(i64::from(state.is_some_and(|s| s.cancel_at_period_end)))
                         .bind(now)
                         .bind(state.and_then(|s| s.plan.as_deref()))
+                        .bind(state.and_then(|s| s.unmatched_price.as_ref().map(|p| p.amount)))
+                        .bind(
+                            state.and_then(|s| {
+                                s.unmatched_price.as_ref().map(|p| p.currency.as_str())
+                            }),
+                        )
                         .execute(&mut **self)
                         .await?;
                     Ok(())

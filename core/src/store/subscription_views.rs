@@ -41,6 +41,26 @@ pub struct SubscriptionView {
     /// A change of plan that takes effect at the period's end ([`SubscriptionView::scheduled`]).
     #[sqlx(skip)]
     pub scheduled_change: Option<ScheduledChange>,
+    /// The price its latest status event names when no plan has it.
+    #[serde(skip)]
+    pub renewal_price_amount: Option<i64>,
+    #[serde(skip)]
+    pub renewal_price_currency: Option<String>,
+    /// A renewal at a price no plan has ([`SubscriptionView::unplanned`]).
+    #[sqlx(skip)]
+    pub unplanned_renewal: Option<UnplannedRenewal>,
+}
+
+/// A renewal Stripe will bill at a price none of the shop's plans has: its paid invoice will
+/// grant nothing (and its claim fail, naming the price) until a plan with that price is
+/// configured (`CLAIMCHECK_PLANS`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnplannedRenewal {
+    /// Minor units.
+    pub amount: i64,
+    pub currency: String,
+    /// The end of the current period (unix seconds).
+    pub at: i64,
 }
 
 /// A plan change Stripe bills from the next renewal on (a price changed without proration):
@@ -64,19 +84,38 @@ impl SubscriptionView {
         let to = self.renewal_plan.as_ref()?;
         let from = self.period_plan.as_ref()?;
         let at = self.paid_through?;
-        let ending = self.cancel_at_period_end != 0 || self.status.as_deref() == Some("canceled");
         let current = at >= self.current_period_end.unwrap_or(0);
         let told_since = self.status_as_of.unwrap_or(i64::MIN) >= self.paid_from.unwrap_or(0);
-        (to != from && current && told_since && !ending).then(|| ScheduledChange {
+        (to != from && current && told_since && self.renews()).then(|| ScheduledChange {
             from: from.clone(),
             to: to.clone(),
             at,
         })
     }
 
-    /// Fills in [`Self::scheduled_change`]; while a change waits, `plan` is the one in force
-    /// (the paid period's), not the one its status event already names.
+    /// The renewal at the period's end bills a price no plan has: its latest status event
+    /// names no plan, and it renews (not canceled, not ending at the period's end).
+    pub fn unplanned(&self) -> Option<UnplannedRenewal> {
+        let amount = self.renewal_price_amount?;
+        let currency = self.renewal_price_currency.clone()?;
+        let at = self.current_period_end?;
+        self.renews().then_some(UnplannedRenewal {
+            amount,
+            currency,
+            at,
+        })
+    }
+
+    /// Neither ended nor set to end at the period's end.
+    fn renews(&self) -> bool {
+        self.cancel_at_period_end == 0 && self.status.as_deref() != Some("canceled")
+    }
+
+    /// Fills in [`Self::scheduled_change`] and [`Self::unplanned_renewal`]; while a change
+    /// waits, `plan` is the one in force (the paid period's), not the one its status event
+    /// already names.
     fn with_schedule(mut self) -> SubscriptionView {
+        self.unplanned_renewal = self.unplanned();
         self.scheduled_change = self.scheduled();
         if let Some(change) = &self.scheduled_change {
             self.plan = Some(change.from.clone());
@@ -135,7 +174,8 @@ const COLUMNS: &str = "s.subscription_id, s.subscription_ref, s.customer_id, s.c
      ORDER BY g.period_end DESC, g.period_start DESC, g.created_at DESC, g.invoice_id DESC \
      LIMIT 1) AS paid_from, \
     (SELECT CAST(MAX(g.period_end) AS BIGINT) FROM subscription_grants g \
-     WHERE g.subscription_id = s.subscription_id) AS paid_through";
+     WHERE g.subscription_id = s.subscription_id) AS paid_through, \
+    s.renewal_price_amount, s.renewal_price_currency";
 
 impl Subscriptions<'_> {
     /// Subscriptions, the most recently changed first.
@@ -256,7 +296,41 @@ mod tests {
             paid_from: Some(0),
             paid_through: Some(2_000),
             scheduled_change: None,
+            renewal_price_amount: None,
+            renewal_price_currency: None,
+            unplanned_renewal: None,
         }
+    }
+
+    #[test]
+    fn a_renewal_at_a_price_no_plan_has_is_shown_while_the_subscription_renews() {
+        let unplanned = SubscriptionView {
+            renewal_plan: None,
+            renewal_price_amount: Some(5_900),
+            renewal_price_currency: Some("chf".into()),
+            ..view()
+        };
+        assert_eq!(
+            unplanned.clone().with_schedule().unplanned_renewal,
+            Some(UnplannedRenewal {
+                amount: 5_900,
+                currency: "chf".into(),
+                at: 2_000
+            })
+        );
+        for ending in [
+            SubscriptionView {
+                cancel_at_period_end: 1,
+                ..unplanned.clone()
+            },
+            SubscriptionView {
+                status: Some("canceled".into()),
+                ..unplanned.clone()
+            },
+        ] {
+            assert_eq!(ending.with_schedule().unplanned_renewal, None);
+        }
+        assert_eq!(view().with_schedule().unplanned_renewal, None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use claimcheck_core::SubscriptionFilter;
 use claimcheck_core::audit::Actor;
+use claimcheck_core::money::format_money;
 use claimcheck_core::payments;
 use clap::{Args, Subcommand};
 
@@ -154,9 +155,14 @@ pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
                         s.subscription_id.clone(),
                         s.subscription_ref.clone().unwrap_or_else(|| "-".into()),
                         s.customer_email.clone().unwrap_or_else(|| "-".into()),
-                        match (&s.plan, &s.scheduled_change) {
-                            (Some(plan), Some(change)) => format!("{plan} → {}", change.to),
-                            (plan, _) => plan.clone().unwrap_or_else(|| "-".into()),
+                        match (&s.plan, &s.scheduled_change, &s.unplanned_renewal) {
+                            (Some(plan), Some(change), _) => format!("{plan} → {}", change.to),
+                            (plan, None, Some(unplanned)) => format!(
+                                "{} → {} (no plan)",
+                                plan.as_deref().unwrap_or("-"),
+                                format_money(unplanned.amount, &unplanned.currency)
+                            ),
+                            (plan, _, _) => plan.clone().unwrap_or_else(|| "-".into()),
                         },
                         s.status.clone().unwrap_or_else(|| "-".into()),
                         seconds(s.current_period_end),
@@ -207,9 +213,17 @@ pub async fn run(command: SubscriptionsCommand) -> Result<(), ServerError> {
                     ""
                 },
                 seconds(found.current_period_end),
-                match &found.scheduled_change {
-                    Some(change) => format!("{} from {}", change.to, seconds(Some(change.at))),
-                    None => "-".into(),
+                match (&found.scheduled_change, &found.unplanned_renewal) {
+                    (Some(change), _) => {
+                        format!("{} from {}", change.to, seconds(Some(change.at)))
+                    }
+                    (None, Some(unplanned)) => format!(
+                        "{} from {}: no plan has this price, its invoice will grant nothing \
+                         until one does (CLAIMCHECK_PLANS)",
+                        format_money(unplanned.amount, &unplanned.currency),
+                        seconds(Some(unplanned.at))
+                    ),
+                    (None, None) => "-".into(),
                 },
                 match (&found.unpaid_invoice, found.unpaid_since) {
                     (Some(invoice), since) => format!("{invoice} since {}", seconds(since)),

@@ -19,7 +19,9 @@ use claimcheck_core::payments::{
     AskedSubscription, PaymentError, SubscriptionRequest, asked_subscription, cancel_subscription,
     open_subscription_checkout,
 };
-use claimcheck_core::{ScheduledChange, Store, StoreError, SubscriptionRef, SubscriptionView};
+use claimcheck_core::{
+    ScheduledChange, Store, StoreError, SubscriptionRef, SubscriptionView, UnplannedRenewal,
+};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
@@ -57,6 +59,9 @@ struct SubscriptionSummary {
     /// A change of plan billed from the next renewal on (`from`, `to`, `at` in unix seconds);
     /// `plan` is the one in force until then.
     scheduled_change: Option<ScheduledChange>,
+    /// The next renewal bills a price none of the shop's plans has (`amount`, `currency`,
+    /// `at`): its invoice will grant nothing until such a plan is configured.
+    unplanned_renewal: Option<UnplannedRenewal>,
     credits_per_period: Option<i64>,
     credits_granted: i64,
     /// The renewal whose payment failed and is not paid yet.
@@ -92,6 +97,7 @@ impl SubscriptionSummary {
             current_period_end: subscription.and_then(|s| s.current_period_end),
             cancel_at_period_end: subscription.is_some_and(|s| s.cancel_at_period_end != 0),
             scheduled_change: subscription.and_then(|s| s.scheduled_change.clone()),
+            unplanned_renewal: subscription.and_then(|s| s.unplanned_renewal.clone()),
             credits_per_period: checkout.map(|c| c.credits),
             credits_granted: subscription.map_or(0, |s| s.credits_granted),
             unpaid_invoice: subscription.and_then(|s| s.unpaid_invoice.clone()),

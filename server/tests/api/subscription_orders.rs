@@ -886,6 +886,37 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     assert_eq!(shown["plan"], "thesis-monthly");
     assert!(shown["scheduled_change"].is_null(), "{shown}");
 
+    // Moved at the period's end to a price no plan has: told before the renewal, which would
+    // grant nothing; moved back a day later, nothing to tell.
+    let unplanned = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/change"),
+            json!({ "unit_amount": 5900, "at_period_end": true }),
+        )
+        .await;
+    assert_eq!(unplanned.status(), 204);
+    life.deliver().await;
+    let shown = life.shown().await;
+    assert_eq!(shown["plan"], "thesis-monthly", "{shown}");
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    assert_eq!(
+        shown["unplanned_renewal"],
+        json!({ "amount": 5900, "currency": "chf", "at": period(3) }),
+        "{shown}"
+    );
+    life.advance(period(2) + 2 * DAY).await;
+    let back = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/change"),
+            json!({ "unit_amount": 3900, "at_period_end": true }),
+        )
+        .await;
+    assert_eq!(back.status(), 204);
+    life.deliver().await;
+    let shown = life.shown().await;
+    assert!(shown["unplanned_renewal"].is_null(), "{shown}");
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+
     // Half of that renewal refunded: half its credits revoked, once.
     let objects: Value = reqwest::get(format!("{}/_sim/objects", shop.sim_url()))
         .await

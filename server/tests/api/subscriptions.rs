@@ -18,6 +18,7 @@ on_both_backends!(
     an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan,
     a_late_older_state_never_overwrites_a_newer_one,
     a_plan_change_at_the_period_s_end_is_shown_as_scheduled,
+    a_renewal_at_a_price_no_plan_has_is_told_before_it_comes,
     a_refund_of_a_paid_invoice_revokes_from_its_grant,
     money_that_came_before_the_invoice_was_paid_settles_on_its_grant,
     a_reset_plan_lapses_at_the_end_of_its_period,
@@ -508,6 +509,17 @@ async fn a_late_older_state_never_overwrites_a_newer_one(app: TestApp) {
 /// from the next renewal), as a `customer.subscription.updated` of `created`; with
 /// `cancel_at_period_end` as given.
 fn moved_to_pro(tag: &str, n: u32, created: i64, cancel_at_period_end: bool) -> Vec<u8> {
+    moved_to_price(tag, n, created, cancel_at_period_end, 8900)
+}
+
+/// As [`moved_to_pro`], to the unit price `amount` (CHF cents).
+fn moved_to_price(
+    tag: &str,
+    n: u32,
+    created: i64,
+    cancel_at_period_end: bool,
+    amount: i64,
+) -> Vec<u8> {
     let mut event: serde_json::Value =
         serde_json::from_slice(&billing("customer.subscription.created", tag)).unwrap();
     event["id"] = format!("evt_1Q{tag}00Moved{n}").into();
@@ -516,8 +528,8 @@ fn moved_to_pro(tag: &str, n: u32, created: i64, cancel_at_period_end: bool) -> 
     let object = &mut event["data"]["object"];
     object["cancel_at_period_end"] = cancel_at_period_end.into();
     let price = &mut object["items"]["data"][0]["price"];
-    price["unit_amount"] = 8900.into();
-    price["unit_amount_decimal"] = "8900".into();
+    price["unit_amount"] = amount.into();
+    price["unit_amount_decimal"] = amount.to_string().into();
     serde_json::to_vec(&event).unwrap()
 }
 
@@ -644,6 +656,66 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
     let shown = subscription_shown(&app, "sub_1Qscb0001Plan").await;
     assert!(shown["scheduled_change"].is_null(), "{shown}");
     assert_eq!(shown["cancel_at_period_end"], 1, "{shown}");
+}
+
+/// A status event whose items' prices are no plan: the renewal it announces would grant
+/// nothing, and support reads so on the subscription before it comes (CLI, dashboard); a
+/// later event back at a plan clears it, an earlier one never does.
+async fn a_renewal_at_a_price_no_plan_has_is_told_before_it_comes(app: TestApp) {
+    let worker = worker(&app.store);
+    let moved_at = 1_765_000_000;
+    for event in [
+        billing("customer.subscription.created", "unp"),
+        billing("invoice.paid.subscription_create", "unp"),
+        moved_to_price("unp", 1, moved_at, false, 5900),
+        // A late resend of an older state.
+        moved_to_price("unp", 2, moved_at - 100, false, 3900),
+    ] {
+        deliver(&app, &event).await;
+        drain(&worker).await;
+    }
+    let subscription = "sub_1Qunp0001Plan";
+    let shown = subscription_shown(&app, subscription).await;
+    assert_eq!(shown["plan"], "thesis-monthly", "{shown}");
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    assert_eq!(
+        shown["unplanned_renewal"],
+        serde_json::json!({ "amount": 5900, "currency": "chf", "at": FIRST_PERIOD_END }),
+        "{shown}"
+    );
+    let (_, table, _) = app.cli(&["subscriptions", "show", subscription]).await;
+    assert!(
+        table.contains("scheduled        CHF 59.00 from ") && table.contains("no plan has"),
+        "{table}"
+    );
+    let (_, list, _) = app.cli(&["subscriptions", "list"]).await;
+    assert!(
+        list.contains("thesis-monthly → CHF 59.00 (no plan)"),
+        "{list}"
+    );
+    let admin = app
+        .sign_in_as("ada", claimcheck_core::auth::Role::Admin)
+        .await;
+    let page = |path: String| {
+        let admin = admin.clone();
+        let url = app.url(&path);
+        async move { admin.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let html = page(format!("/subscriptions/{subscription}")).await;
+    assert!(
+        html.contains("data-testid=\"subscription-unplanned\""),
+        "{html}"
+    );
+    assert!(html.contains("CHF 59.00"), "{html}");
+    let html = page("/subscriptions".into()).await;
+    assert!(html.contains("data-testid=\"unplanned-renewal\""), "{html}");
+
+    // Back at thesis-monthly: nothing to tell.
+    deliver(&app, &moved_to_price("unp", 3, moved_at + 100, false, 3900)).await;
+    drain(&worker).await;
+    let shown = subscription_shown(&app, subscription).await;
+    assert!(shown["unplanned_renewal"].is_null(), "{shown}");
+    nothing_waits(&shown, "thesis-monthly");
 }
 
 async fn a_refund_of_a_paid_invoice_revokes_from_its_grant(app: TestApp) {
