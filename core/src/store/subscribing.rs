@@ -22,6 +22,22 @@ macro_rules! newer_state {
     };
 }
 
+/// `column` set from the event when its state is at least as recent as the one recorded.
+macro_rules! follows_state {
+    ($column:literal) => {
+        concat!(
+            $column,
+            " = CASE WHEN ",
+            newer_state!(),
+            " THEN excluded.",
+            $column,
+            " ELSE subscriptions.",
+            $column,
+            " END, "
+        )
+    };
+}
+
 /// A paid invoice (no state) for a period that ends no earlier than the one recorded.
 macro_rules! later_period {
     () => {
@@ -58,32 +74,14 @@ const UPSERT_SUBSCRIPTION: &str = concat!(
     later_period!(),
     " \
             THEN COALESCE(excluded.current_period_end, subscriptions.current_period_end) \
-            ELSE subscriptions.current_period_end END, \
-        status = CASE WHEN ",
-    newer_state!(),
-    " \
-                      THEN excluded.status ELSE subscriptions.status END, \
-        cancel_at_period_end = CASE WHEN ",
-    newer_state!(),
-    " \
-            THEN excluded.cancel_at_period_end ELSE subscriptions.cancel_at_period_end END, \
-        renewal_plan = CASE WHEN ",
-    newer_state!(),
-    " \
-                            THEN excluded.renewal_plan ELSE subscriptions.renewal_plan END, \
-        renewal_price_amount = CASE WHEN ",
-    newer_state!(),
-    " \
-            THEN excluded.renewal_price_amount ELSE subscriptions.renewal_price_amount END, \
-        renewal_price_currency = CASE WHEN ",
-    newer_state!(),
-    " \
-            THEN excluded.renewal_price_currency ELSE subscriptions.renewal_price_currency END, \
-        status_as_of = CASE WHEN ",
-    newer_state!(),
-    " \
-                            THEN excluded.status_as_of ELSE subscriptions.status_as_of END, \
-        updated_at = excluded.updated_at"
+            ELSE subscriptions.current_period_end END, ",
+    follows_state!("status"),
+    follows_state!("cancel_at_period_end"),
+    follows_state!("renewal_plan"),
+    follows_state!("renewal_price_amount"),
+    follows_state!("renewal_price_currency"),
+    follows_state!("status_as_of"),
+    "updated_at = excluded.updated_at"
 );
 
 /// A paid invoice clears its own failed payment (not another invoice's).

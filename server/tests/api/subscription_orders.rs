@@ -708,6 +708,22 @@ impl Life<'_> {
             .unwrap()
     }
 
+    /// Changes the subscription's item to `unit_amount` through the simulator: prorated now,
+    /// or (`at_period_end`) billed from the next renewal on.
+    async fn change_price(
+        &self,
+        subscription: &str,
+        unit_amount: i64,
+        at_period_end: bool,
+    ) -> reqwest::Response {
+        let mut body = json!({ "unit_amount": unit_amount });
+        if at_period_end {
+            body["at_period_end"] = true.into();
+        }
+        self.sim(&format!("/_sim/subscriptions/{subscription}/change"), body)
+            .await
+    }
+
     async fn advance(&mut self, to: i64) {
         let path = format!("/v1/test_helpers/test_clocks/{}/advance", self.clock);
         let clock = self.stripe(&path, &[("frozen_time", to.to_string())]).await;
@@ -849,12 +865,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     // Half-way through the second period, an upgrade to thesis-pro: half the price difference
     // paid, half the 60 extra credits granted.
     life.advance(period(1) + 15 * DAY).await;
-    let upgraded = life
-        .sim(
-            &format!("/_sim/subscriptions/{subscription}/change"),
-            json!({ "unit_amount": 8900 }),
-        )
-        .await;
+    let upgraded = life.change_price(&subscription, 8900, false).await;
     assert_eq!(upgraded.status(), 200);
     let upgrade: Value = upgraded.json().await.unwrap();
     assert_eq!(upgrade["amount_paid"], 2500);
@@ -863,12 +874,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     assert_eq!(life.shown().await["plan"], "thesis-pro");
 
     // Back to thesis-monthly at the period's end: the third period is billed and granted at it.
-    let scheduled = life
-        .sim(
-            &format!("/_sim/subscriptions/{subscription}/change"),
-            json!({ "unit_amount": 3900, "at_period_end": true }),
-        )
-        .await;
+    let scheduled = life.change_price(&subscription, 3900, true).await;
     assert_eq!(scheduled.status(), 204);
     // Its status event names the new plan at once: shown as scheduled, the paid one in force.
     life.deliver().await;
@@ -888,12 +894,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
 
     // Moved at the period's end to a price no plan has: told before the renewal, which would
     // grant nothing; moved back a day later, nothing to tell.
-    let unplanned = life
-        .sim(
-            &format!("/_sim/subscriptions/{subscription}/change"),
-            json!({ "unit_amount": 5900, "at_period_end": true }),
-        )
-        .await;
+    let unplanned = life.change_price(&subscription, 5900, true).await;
     assert_eq!(unplanned.status(), 204);
     life.deliver().await;
     let shown = life.shown().await;
@@ -905,12 +906,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
         "{shown}"
     );
     life.advance(period(2) + 2 * DAY).await;
-    let back = life
-        .sim(
-            &format!("/_sim/subscriptions/{subscription}/change"),
-            json!({ "unit_amount": 3900, "at_period_end": true }),
-        )
-        .await;
+    let back = life.change_price(&subscription, 3900, true).await;
     assert_eq!(back.status(), 204);
     life.deliver().await;
     let shown = life.shown().await;
