@@ -102,7 +102,11 @@ pub fn App() -> impl IntoView {
 #[component]
 fn Frame() -> impl IntoView {
     let i18n = use_i18n();
-    let title = move |page: String| t_string!(i18n, common.title_suffix, page).to_string();
+    // The `<title>` is put together after the page's body, outside the request's reactive
+    // arena (and possibly on another thread): the formatter holds the language itself, never
+    // a signal. The language is the server's choice and does not change on the page.
+    let language = i18n.get_locale_untracked();
+    let title = move |page: String| td_string!(language, common.title_suffix, page).to_string();
     view! {
         <Title formatter=title/>
         <Router>

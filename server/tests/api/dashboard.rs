@@ -422,3 +422,35 @@ fn older_link(html: &str) -> Option<String> {
             href[..href.find('"').unwrap()].replace("&amp;", "&")
         })
 }
+
+/// Pages rendered at the same moment each come out whole, titled: a page's reactive values
+/// live in its own request's arena, and its `<title>` is put together after the body, when the
+/// request may run on another thread or after another request's rendering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_rendered_at_once_each_come_out_whole_and_titled() {
+    let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await;
+    let viewer = app.sign_in_as("vera", Role::Viewer).await;
+    for _ in 0..16 {
+        let pages = (0..24).map(|i| {
+            let (path, status, title) = if i % 2 == 0 {
+                ("/", 200, "<title>Overview · Claimcheck</title>")
+            } else {
+                (
+                    "/no/such/page",
+                    404,
+                    "<title>Not found · Claimcheck</title>",
+                )
+            };
+            let request = viewer.get(app.url(path)).send();
+            async move {
+                let response = request
+                    .await
+                    .unwrap_or_else(|error| panic!("{path}: {error:?}"));
+                assert_eq!(response.status(), status, "{path}");
+                let html = response.text().await.unwrap();
+                assert!(html.contains(title), "{path}: {html}");
+            }
+        });
+        futures::future::join_all(pages).await;
+    }
+}
