@@ -38,11 +38,16 @@ macro_rules! follows_state {
     };
 }
 
-/// A paid invoice (no state) for a period that ends no earlier than the one recorded.
+/// A paid invoice (no state) for a period that ends later than the one recorded, or for the
+/// same period with a plan that holds from (`$14`: the period's start, or a prorated change's)
+/// no earlier than the recorded state: a renewal paid late never moves back a plan that a
+/// status event of a change inside the period set.
 macro_rules! later_period {
     () => {
         "(excluded.status_as_of IS NULL \
-          AND excluded.current_period_end >= COALESCE(subscriptions.current_period_end, 0))"
+          AND (excluded.current_period_end > COALESCE(subscriptions.current_period_end, 0) \
+               OR (excluded.current_period_end = subscriptions.current_period_end \
+                   AND $14 >= COALESCE(subscriptions.status_as_of, 0))))"
     };
 }
 
@@ -50,8 +55,8 @@ macro_rules! later_period {
 /// is filled in once. Its state (status, the plan its renewal bills, or the price when no
 /// plan has it) moves only to a state at least as recent (Stripe's `created` of the event,
 /// `$7`). An event without a state (a paid invoice: `$7` NULL) moves its plan and period on
-/// only when it pays for a period that ends no earlier than the one known, and never touches
-/// its status.
+/// only when it pays for a later period than the one known, or for the same one from a time
+/// no earlier than the known state's, and never touches its status.
 const UPSERT_SUBSCRIPTION: &str = concat!(
     "INSERT INTO subscriptions (subscription_id, subscription_ref, customer_id, customer_email, \
         plan, status, status_as_of, current_period_end, cancel_at_period_end, created_at, \
@@ -163,14 +168,22 @@ fn step_name(step: Step) -> &'static str {
     }
 }
 
+/// The plan a paid invoice pays for last: from when (the period's start, or a prorated
+/// change's) until when (the period's end), unix seconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PaidPlan<'a> {
+    pub plan: &'a str,
+    pub from: i64,
+    pub until: i64,
+}
+
 /// The Billing writes of fulfilment, one method per statement, on either backend.
 pub(crate) trait SubscribeTx {
-    /// Writes what `facts` say; without a state, `paid` is the plan and period end of a
-    /// paid invoice.
+    /// Writes what `facts` say; without a state, `paid` is what a paid invoice pays for.
     fn upsert_subscription<'a>(
         &'a mut self,
         facts: &'a SubscriptionFacts,
-        paid: Option<(&'a str, i64)>,
+        paid: Option<PaidPlan<'a>>,
         now: i64,
     ) -> Write<'a, ()>;
     fn clear_unpaid<'a>(
@@ -202,7 +215,7 @@ macro_rules! impl_subscribe_tx {
             fn upsert_subscription<'a>(
                 &'a mut self,
                 facts: &'a SubscriptionFacts,
-                paid: Option<(&'a str, i64)>,
+                paid: Option<PaidPlan<'a>>,
                 now: i64,
             ) -> Write<'a, ()> {
                 Box::pin(async move {
@@ -214,13 +227,13 @@ macro_rules! impl_subscribe_tx {
                         .bind(facts.customer_email.as_deref())
                         .bind(match state {
                             Some(state) => state.plan.as_deref(),
-                            None => paid.map(|(plan, _)| plan),
+                            None => paid.map(|p| p.plan),
                         })
                         .bind(state.map(|s| s.status.as_str()))
                         .bind(state.map(|s| s.as_of))
                         .bind(match state {
                             Some(state) => state.current_period_end,
-                            None => paid.map(|(_, end)| end),
+                            None => paid.map(|p| p.until),
                         })
                         .bind(i64::from(state.is_some_and(|s| s.cancel_at_period_end)))
                         .bind(now)
@@ -231,6 +244,7 @@ macro_rules! impl_subscribe_tx {
                                 s.unmatched_price.as_ref().map(|p| p.currency.as_str())
                             }),
                         )
+                        .bind(paid.map(|p| p.from))
                         .execute(&mut **self)
                         .await?;
                     Ok(())
@@ -419,8 +433,12 @@ pub(crate) async fn apply_paid_invoice<T: SubscribeTx + Send>(
         .iter()
         .max_by_key(|g| (g.period.end, g.step == Step::Period));
     let plan = last.map(|g| g.plan.as_str());
-    tx.upsert_subscription(&facts, last.map(|g| (g.plan.as_str(), g.period.end)), now)
-        .await?;
+    let paid_plan = last.map(|g| PaidPlan {
+        plan: g.plan.as_str(),
+        from: g.period.start,
+        until: g.period.end,
+    });
+    tx.upsert_subscription(&facts, paid_plan, now).await?;
     tx.clear_unpaid(subscription_id, &invoice.invoice_id, now)
         .await?;
     let mut granted = Vec::with_capacity(paid.grants.len());

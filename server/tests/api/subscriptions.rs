@@ -17,6 +17,7 @@ on_both_backends!(
     renewals_and_a_paid_retry_grant_each_period_once,
     an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan,
     a_late_older_state_never_overwrites_a_newer_one,
+    a_renewal_paid_late_never_moves_an_upgraded_plan_back,
     a_plan_change_at_the_period_s_end_is_shown_as_scheduled,
     a_renewal_at_a_price_no_plan_has_is_told_before_it_comes,
     a_refund_of_a_paid_invoice_revokes_from_its_grant,
@@ -502,6 +503,49 @@ async fn a_late_older_state_never_overwrites_a_newer_one(app: TestApp) {
             .count("SELECT COUNT(*) FROM processed_stripe_events WHERE status = 'processed'")
             .await,
         5
+    );
+}
+
+/// A period's renewal invoice processed after a prorated upgrade inside that period (its
+/// claim retried, or taken late by another instance) grants its credits and leaves the plan
+/// the upgrade's status event set.
+async fn a_renewal_paid_late_never_moves_an_upgraded_plan_back(app: TestApp) {
+    let worker = worker(&app.store);
+    let subscription = "sub_1Qlat0001Plan";
+    for batch in [
+        &[
+            "customer.subscription.created",
+            "invoice.paid.subscription_create",
+        ][..],
+        &[
+            "customer.subscription.updated.upgrade",
+            "invoice.paid.subscription_update",
+        ],
+        &["invoice.paid.subscription_cycle"],
+    ] {
+        for name in batch {
+            deliver(&app, &billing(name, "lat")).await;
+        }
+        drain(&worker).await;
+    }
+    // 40 for the second period, and the upgrade's 30.
+    assert_eq!(
+        period_grants(&app, subscription, SECOND_PERIOD_END).await,
+        40 + 30
+    );
+    nothing_waits(&subscription_shown(&app, subscription).await, "thesis-pro");
+    // Before any status event, a later period's invoice still moves the plan on.
+    let only_invoices = "sub_1Qinv0001Plan";
+    for name in [
+        "invoice.paid.subscription_create",
+        "invoice.paid.subscription_cycle",
+    ] {
+        deliver(&app, &billing(name, "inv")).await;
+    }
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, only_invoices, "current_period_end").await,
+        SECOND_PERIOD_END.to_string()
     );
 }
 
