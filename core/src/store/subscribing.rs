@@ -12,7 +12,7 @@
 
 use super::Write;
 use super::fulfilling::Fulfilled;
-use crate::billing::{PeriodSoFar, Step, SubscriptionFacts};
+use crate::billing::{Period, PeriodSoFar, Step, SubscriptionFacts};
 use crate::fulfilment::{PaidInvoice, UnpaidInvoice};
 
 /// The event carries a state at least as recent as the one recorded.
@@ -168,13 +168,12 @@ fn step_name(step: Step) -> &'static str {
     }
 }
 
-/// The plan a paid invoice pays for last: from when (the period's start, or a prorated
-/// change's) until when (the period's end), unix seconds.
+/// The plan a paid invoice pays for last, and the span it pays for (from the period's start,
+/// or a prorated change's, to the period's end).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PaidPlan<'a> {
     pub plan: &'a str,
-    pub from: i64,
-    pub until: i64,
+    pub period: Period,
 }
 
 /// The Billing writes of fulfilment, one method per statement, on either backend.
@@ -233,7 +232,7 @@ macro_rules! impl_subscribe_tx {
                         .bind(state.map(|s| s.as_of))
                         .bind(match state {
                             Some(state) => state.current_period_end,
-                            None => paid.map(|p| p.until),
+                            None => paid.map(|p| p.period.end),
                         })
                         .bind(i64::from(state.is_some_and(|s| s.cancel_at_period_end)))
                         .bind(now)
@@ -244,7 +243,7 @@ macro_rules! impl_subscribe_tx {
                                 s.unmatched_price.as_ref().map(|p| p.currency.as_str())
                             }),
                         )
-                        .bind(paid.map(|p| p.from))
+                        .bind(paid.map(|p| p.period.start))
                         .execute(&mut **self)
                         .await?;
                     Ok(())
@@ -435,8 +434,7 @@ pub(crate) async fn apply_paid_invoice<T: SubscribeTx + Send>(
     let plan = last.map(|g| g.plan.as_str());
     let paid_plan = last.map(|g| PaidPlan {
         plan: g.plan.as_str(),
-        from: g.period.start,
-        until: g.period.end,
+        period: g.period,
     });
     tx.upsert_subscription(&facts, paid_plan, now).await?;
     tx.clear_unpaid(subscription_id, &invoice.invoice_id, now)

@@ -3,7 +3,7 @@
 use claimcheck_core::auth::Role;
 use serde_json::Value;
 
-use crate::helpers::{TestApp, fixture, on_both_backends};
+use crate::helpers::{Backend, TestApp, fixture, on_both_backends, spawn_app};
 
 on_both_backends!(
     overview_page_renders_on_the_server,
@@ -428,7 +428,7 @@ fn older_link(html: &str) -> Option<String> {
 /// request may run on another thread or after another request's rendering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_rendered_at_once_each_come_out_whole_and_titled() {
-    let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await;
+    let app = spawn_app(Backend::Sqlite).await;
     let viewer = app.sign_in_as("vera", Role::Viewer).await;
     for _ in 0..16 {
         let pages = (0..24).map(|i| {
