@@ -457,17 +457,21 @@ pub enum Keyed {
     KeyReused,
     /// The key's first request is still running.
     KeyInUse,
+    /// The API token the request came with is unknown or revoked: nothing was claimed or
+    /// written.
+    Unauthorized,
 }
 
 impl Keyed {
     /// What it came to, as metrics name it: `fresh` (the outcome's [`CreditOutcome::result`])
-    /// when carried out now, else replayed, key_reused or key_in_use.
+    /// when carried out now, else replayed, key_reused, key_in_use or unauthorized.
     pub fn result(&self, fresh: &'static str) -> &'static str {
         match self {
             Keyed::Fresh(_) => fresh,
             Keyed::Replayed(_) => "replayed",
             Keyed::KeyReused => "key_reused",
             Keyed::KeyInUse => "key_in_use",
+            Keyed::Unauthorized => "unauthorized",
         }
     }
 }
@@ -475,6 +479,9 @@ impl Keyed {
 /// A request under its key, as [`crate::store::CreditWriter`] carries it.
 #[derive(Debug, Clone)]
 pub struct CreditWrite {
+    /// The hash of the API token the request came with, checked in the write's own
+    /// transaction (a revoked token writes nothing); `None` for a caller checked before.
+    pub token_hash: Option<String>,
     pub scope: KeyScope,
     pub key: IdempotencyKey,
     pub request: CreditRequest,

@@ -375,6 +375,7 @@ enum Seen {
     Replayed(u16, String),
     KeyReused,
     KeyInUse,
+    Unauthorized,
 }
 
 fn seen(keyed: &Keyed, holds: &mut Vec<String>) -> Seen {
@@ -395,6 +396,7 @@ fn seen(keyed: &Keyed, holds: &mut Vec<String>) -> Seen {
         Keyed::Replayed(answer) => Seen::Replayed(answer.status, what(answer)),
         Keyed::KeyReused => Seen::KeyReused,
         Keyed::KeyInUse => Seen::KeyInUse,
+        Keyed::Unauthorized => Seen::Unauthorized,
     }
 }
 
@@ -439,6 +441,7 @@ async fn transcript(ops: &[Op], batched: bool) -> (Vec<Seen>, Sums, [i64; 3]) {
         let key = IdempotencyKey::parse(&format!("k{key}")).unwrap();
         if gathered {
             waiting.push(CreditWrite {
+                token_hash: None,
                 scope: KeyScope::Api,
                 key,
                 request,

@@ -13,9 +13,11 @@
 //!    leaves neither, and a retry acts once.
 //!
 //! A batch does each step once for all of its requests, with one statement each: the
-//! customers locked, the keys claimed, the accounts read (lots, then holds), then the ledger
-//! rows (movements, draws, what each lot gave) and the answers written: a batch of spends
-//! costs eight statements on PostgreSQL, seven on SQLite, however many spends it holds.
+//! callers' API tokens checked (so a request needs no round trip of its own for its token,
+//! and a token revoked before the batch writes nothing), the customers locked, the keys
+//! claimed, the accounts read (lots, then holds), then the ledger rows (movements, draws,
+//! what each lot gave) and the answers written: a batch of spends costs nine statements on
+//! PostgreSQL, eight on SQLite, however many spends it holds.
 //!
 //! Every transaction locks its customers before it claims a key: a lane's batch all of its
 //! customers first, in one order; any other request its one customer (a capture or release
@@ -788,9 +790,38 @@ impl Credits<'_> {
         // A capture or release names no customer to lock first: it runs on its own.
         debug_assert!(writes.iter().all(|w| w.request.customer().is_some()));
         let mut tx = self.pool.begin().await?;
+        // The callers' API tokens first, all with one statement: a write whose token is
+        // unknown or revoked (as this transaction sees it) takes no lock and claims no key.
+        let mut hashes: Vec<&str> = writes
+            .iter()
+            .filter_map(|w| w.token_hash.as_deref())
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        let now = writes.iter().map(|w| w.now).max().unwrap_or_default();
+        let live = super::tokens::live_in(&mut tx, &hashes, now).await?;
+        let mut applied: Vec<Option<Applied>> = writes
+            .iter()
+            .map(|w| {
+                let refused = w.token_hash.as_ref().is_some_and(|h| !live.contains(h));
+                refused.then_some(Applied {
+                    keyed: Keyed::Unauthorized,
+                    result: "",
+                })
+            })
+            .collect();
+        let admitted: Vec<usize> = (0..writes.len())
+            .filter(|&i| applied[i].is_none())
+            .collect();
+        if admitted.is_empty() {
+            tx.commit().await?;
+            return Ok(applied.into_iter().flatten().collect());
+        }
         if let Tx::Postgres(_) = tx {
-            let mut customers: Vec<&str> =
-                writes.iter().filter_map(|w| w.request.customer()).collect();
+            let mut customers: Vec<&str> = admitted
+                .iter()
+                .filter_map(|&i| writes[i].request.customer())
+                .collect();
             customers.sort_unstable();
             customers.dedup();
             // In the array's order: a function scan yields its rows in order.
@@ -805,7 +836,8 @@ impl Credits<'_> {
         // A key's first request in the batch; the others are answered once it committed (a
         // replay, or "reused" for another request).
         let mut taken = HashSet::new();
-        let (firsts, later): (Vec<usize>, Vec<usize>) = (0..writes.len())
+        let (firsts, later): (Vec<usize>, Vec<usize>) = admitted
+            .into_iter()
             .partition(|&i| taken.insert((writes[i].scope, writes[i].key.as_str())));
         let claims: Vec<KeyClaim> = firsts
             .iter()
@@ -832,7 +864,6 @@ impl Credits<'_> {
             .filter(|&(email, _)| seen.insert(email))
             .collect();
         books.open(&mut tx, &at).await?;
-        let mut applied: Vec<Option<Applied>> = writes.iter().map(|_| None).collect();
         let mut answers = Vec::with_capacity(fresh.len());
         for (&i, found) in firsts.iter().zip(found) {
             let write = writes[i];
@@ -1567,6 +1598,19 @@ impl CreditWriter {
     pub async fn apply(&self, write: CreditWrite) -> Result<Applied, StoreError> {
         if write.request.customer().is_some() {
             return self.lanes.write(write).await;
+        }
+        if let Some(hash) = &write.token_hash
+            && self
+                .store
+                .tokens()
+                .authenticate(hash, write.now)
+                .await?
+                .is_none()
+        {
+            return Ok(Applied {
+                keyed: Keyed::Unauthorized,
+                result: "",
+            });
         }
         let mut result = "";
         let keyed = self

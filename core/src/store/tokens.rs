@@ -1,9 +1,11 @@
 //! API tokens, stored as hashes.
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
 use super::Tokens;
-use super::query::sql;
+use super::query::{Arg, Sql, Tx, sql};
 use crate::error::StoreError;
 use crate::token::{NewToken, token_hash};
 
@@ -48,26 +50,14 @@ impl Tokens<'_> {
     ) -> Result<Option<TokenView>, StoreError> {
         const SQL: &str = "SELECT token_id, name, created_at, last_used_at, revoked_at \
                            FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
-        const TOUCH: &str = "UPDATE api_tokens SET last_used_at = $2 \
-                             WHERE token_id = $1 AND (last_used_at IS NULL OR last_used_at < $3)";
         let token: Option<TokenView> = self.pool.on().optional(sql(SQL).bind(token_hash)).await?;
-        // A token in use is read on every request and written at most once a minute: the
-        // write is skipped when the row read shows a recent use (on SQLite every UPDATE, even
-        // one that matches nothing, waits for the database's one writer). Two requests that
-        // both read a stale time both send it; the condition lets only the first write.
-        let stale_before = now - TOUCH_EVERY_MS;
         if let Some(token) = token
             .as_ref()
-            .filter(|token| token.last_used_at.is_none_or(|used| used < stale_before))
+            .filter(|token| stale(token.last_used_at, now))
         {
             self.pool
                 .on()
-                .execute(
-                    sql(TOUCH)
-                        .bind(token.token_id.as_str())
-                        .bind(now)
-                        .bind(stale_before),
-                )
+                .execute(touch(&token.token_id, now))
                 .await
                 .map(|_| ())?;
         }
@@ -92,4 +82,49 @@ impl Tokens<'_> {
             .await?;
         Ok(n == 1)
     }
+}
+
+/// A token in use is read on every request and its last use written at most once a minute:
+/// the write is skipped when the row read shows a recent use (on SQLite every UPDATE, even one
+/// that matches nothing, waits for the database's one writer). Two requests that both read a
+/// stale time both send it; the statement's condition lets only the first write.
+fn stale(last_used_at: Option<i64>, now: i64) -> bool {
+    last_used_at.is_none_or(|used| used < now - TOUCH_EVERY_MS)
+}
+
+fn touch(token_id: &str, now: i64) -> Sql<'_> {
+    const TOUCH: &str = "UPDATE api_tokens SET last_used_at = $2 \
+                         WHERE token_id = $1 AND (last_used_at IS NULL OR last_used_at < $3)";
+    sql(TOUCH)
+        .bind(token_id)
+        .bind(now)
+        .bind(now - TOUCH_EVERY_MS)
+}
+
+/// Of `hashes`, those of live tokens, looked up inside `tx` with one statement (a write's
+/// batch checks its callers' tokens in its own transaction, without a round trip each);
+/// their last use is written as [`Tokens::authenticate`] writes it.
+pub(super) async fn live_in(
+    tx: &mut Tx,
+    hashes: &[&str],
+    now: i64,
+) -> Result<HashSet<String>, StoreError> {
+    if hashes.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let statement = format!(
+        "SELECT token_hash, token_id, last_used_at FROM api_tokens \
+         WHERE {} AND revoked_at IS NULL",
+        tx.in_list("token_hash", "$1")
+    );
+    let rows: Vec<(String, String, Option<i64>)> =
+        tx.on().all(sql(statement).bind(Arg::list(hashes))).await?;
+    let mut live = HashSet::with_capacity(rows.len());
+    for (hash, token_id, last_used_at) in rows {
+        if stale(last_used_at, now) {
+            tx.on().execute(touch(&token_id, now)).await?;
+        }
+        live.insert(hash);
+    }
+    Ok(live)
 }

@@ -160,6 +160,7 @@ SELECT state FROM bulk_redrives WHERE batch_id = $1
 SELECT subscription_id, customer_email FROM subscriptions WHERE unpaid_since IS NOT NULL AND unpaid_since <= $1 AND (status IS NULL OR status NOT IN ('canceled')) ORDER BY unpaid_since, subscription_id LIMIT $2
 SELECT subscription_ref, plan, customer_email, credits, amount, currency, billing_interval, checkout_generation, checkout_session_id, checkout_url, checkout_expires_at, created_at, updated_at FROM subscription_checkouts WHERE subscription_ref = $1
 SELECT subscription_ref, plan, customer_email, credits, amount, currency, billing_interval, checkout_generation, checkout_session_id, checkout_url, checkout_expires_at, created_at, updated_at FROM subscription_checkouts c WHERE c.customer_email = $1 AND NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.subscription_ref = c.subscription_ref) ORDER BY c.created_at DESC, c.subscription_ref LIMIT 100
+SELECT token_hash, token_id, last_used_at FROM api_tokens WHERE token_hash IN (SELECT value FROM json_each($1)) AND revoked_at IS NULL
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY created_at, token_id
 SELECT token_id, name, created_at, last_used_at, revoked_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
 SELECT username, password_hash, role, created_at, disabled_at, totp_secret, totp_enabled_at, language, time_zone FROM operators ORDER BY username

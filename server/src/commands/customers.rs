@@ -227,6 +227,11 @@ async fn apply(
                 key.as_str()
             )));
         }
+        Keyed::Unauthorized => {
+            return Err(ServerError::Command(
+                "the change was refused: its caller is not authorised".to_owned(),
+            ));
+        }
     };
     let body: Value = serde_json::from_str(&answer.body)
         .map_err(|e| ServerError::Command(format!("unreadable answer: {e}")))?;

@@ -217,6 +217,54 @@ impl FromRequestParts<AppState> for ApiCaller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        Bearer::from_request_parts(parts, state)
+            .await?
+            .caller(state)
+            .await
+    }
+}
+
+/// An API token as presented, not yet looked up: a credit write checks it in its own
+/// transaction ([`claimcheck_core::spending::CreditWrite::token_hash`]), any other answer
+/// through [`Bearer::caller`] first.
+pub(crate) struct Bearer {
+    pub token_hash: String,
+}
+
+impl Bearer {
+    /// The live token's caller, or 401.
+    pub(crate) async fn caller(&self, state: &AppState) -> Result<ApiCaller, ApiError> {
+        let found = state
+            .store
+            .tokens()
+            .authenticate(&self.token_hash, now_ms())
+            .await
+            .map_err(ApiError::storage)?;
+        match found {
+            Some(token) => Ok(ApiCaller {
+                token_id: token.token_id,
+            }),
+            None => Err(unknown_token()),
+        }
+    }
+}
+
+/// The answer to a token that is unknown or revoked.
+pub(crate) fn unknown_token() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "the API token is unknown or revoked",
+    )
+}
+
+impl FromRequestParts<AppState> for Bearer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let token = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -231,22 +279,9 @@ impl FromRequestParts<AppState> for ApiCaller {
                     "send an API token: Authorization: Bearer cct_… (claimcheck tokens create)",
                 )
             })?;
-        let found = state
-            .store
-            .tokens()
-            .authenticate(&token_hash(token), now_ms())
-            .await
-            .map_err(ApiError::storage)?;
-        match found {
-            Some(token) => Ok(ApiCaller {
-                token_id: token.token_id,
-            }),
-            None => Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "the API token is unknown or revoked",
-            )),
-        }
+        Ok(Bearer {
+            token_hash: token_hash(token),
+        })
     }
 }
 

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiCaller, ApiError};
+use super::api::{ApiCaller, ApiError, Bearer, unknown_token};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -155,18 +155,33 @@ pub(crate) fn render(outcome: &CreditOutcome) -> Answer {
     }
 }
 
+/// Carries out a request under its key. The caller's token is checked in the write's own
+/// transaction; a request refused before it (a bad body, key or request) looks the token up
+/// first, so an unknown token gets 401 whatever it sent.
 async fn apply(
     state: &AppState,
+    bearer: Bearer,
     headers: &HeaderMap,
-    request: Result<CreditRequest, SpendError>,
+    request: Result<Result<CreditRequest, SpendError>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let key = key(headers)?;
-    let request = request.map_err(|e| invalid(e, StatusCode::UNPROCESSABLE_ENTITY))?;
+    let checked = request.and_then(|request| {
+        let key = key(headers)?;
+        let request = request.map_err(|e| invalid(e, StatusCode::UNPROCESSABLE_ENTITY))?;
+        Ok((key, request))
+    });
+    let (key, request) = match checked {
+        Ok(checked) => checked,
+        Err(error) => {
+            bearer.caller(state).await?;
+            return Err(error);
+        }
+    };
     let operation = request.operation();
     let applied = state
         .api
         .credits
         .apply(CreditWrite {
+            token_hash: Some(bearer.token_hash),
             scope: KeyScope::Api,
             key,
             request,
@@ -175,10 +190,12 @@ async fn apply(
         })
         .await
         .map_err(ApiError::storage)?;
-    state
-        .webhook
-        .metrics
-        .credit_request(operation, applied.metric());
+    if applied.keyed != Keyed::Unauthorized {
+        state
+            .webhook
+            .metrics
+            .credit_request(operation, applied.metric());
+    }
     let keyed = applied.keyed;
     Ok(match keyed {
         Keyed::Fresh(answer) => answered(answer, false),
@@ -201,6 +218,7 @@ async fn apply(
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             response
         }
+        Keyed::Unauthorized => unknown_token().into_response(),
     })
 }
 
@@ -221,70 +239,69 @@ fn answered(answer: Answer, replayed: bool) -> Response {
 }
 
 async fn spend(
-    _caller: ApiCaller,
+    bearer: Bearer,
     State(state): State<AppState>,
     Path(email): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let body: SpendBody = required_body(&bytes, r#"{"credits", "reference", "metadata"?}"#)?;
-    let request = CreditRequest::spend(&email, body.credits, &body.reference, body.metadata);
-    apply(&state, &headers, request).await
+    let request =
+        required_body(&bytes, r#"{"credits", "reference", "metadata"?}"#).map(|body: SpendBody| {
+            CreditRequest::spend(&email, body.credits, &body.reference, body.metadata)
+        });
+    apply(&state, bearer, &headers, request).await
 }
 
 async fn hold(
-    _caller: ApiCaller,
+    bearer: Bearer,
     State(state): State<AppState>,
     Path(email): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let body: HoldBody = required_body(
+    let request = required_body(
         &bytes,
         r#"{"credits", "reference", "metadata"?, "expires_in"?}"#,
-    )?;
-    let expires_in =
-        match body.expires_in.as_deref() {
+    )
+    .and_then(|body: HoldBody| {
+        let expires_in = match body.expires_in.as_deref() {
             None => None,
             Some(text) => Some(claimcheck_core::text::duration_ms(text).ok_or_else(|| {
                 invalid(SpendError::BadHoldExpiry, StatusCode::UNPROCESSABLE_ENTITY)
             })?),
         };
-    let request = CreditRequest::hold(
-        &email,
-        body.credits,
-        &body.reference,
-        body.metadata,
-        expires_in,
-    );
-    apply(&state, &headers, request).await
+        Ok(CreditRequest::hold(
+            &email,
+            body.credits,
+            &body.reference,
+            body.metadata,
+            expires_in,
+        ))
+    });
+    apply(&state, bearer, &headers, request).await
 }
 
 async fn capture(
-    _caller: ApiCaller,
+    bearer: Bearer,
     State(state): State<AppState>,
     Path(hold_id): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let body: CaptureBody = body(&bytes, r#"{"credits"?}"#)?;
-    apply(
-        &state,
-        &headers,
-        CreditRequest::capture(&hold_id, body.credits),
-    )
-    .await
+    let request = body(&bytes, r#"{"credits"?}"#)
+        .map(|body: CaptureBody| CreditRequest::capture(&hold_id, body.credits));
+    apply(&state, bearer, &headers, request).await
 }
 
 async fn release(
-    _caller: ApiCaller,
+    bearer: Bearer,
     State(state): State<AppState>,
     Path(hold_id): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let ReleaseBody {} = body(&bytes, "{}")?;
-    apply(&state, &headers, CreditRequest::release(&hold_id)).await
+    let request = body(&bytes, "{}").map(|ReleaseBody {}| CreditRequest::release(&hold_id));
+    apply(&state, bearer, &headers, request).await
 }
 
 async fn balance(

@@ -19,6 +19,7 @@ on_both_backends!(
     ten_requests_under_one_key_make_one_spend,
     an_answer_is_replayed_byte_for_byte_and_a_key_serves_one_request,
     bad_spend_requests_get_clear_errors_and_write_nothing,
+    an_unknown_or_revoked_token_moves_no_credit_and_claims_no_key,
     a_hold_is_captured_or_released_once,
     holds_past_their_expiry_are_released_once_by_any_number_of_instances,
     spends_draw_the_soonest_to_expire_lot_first_and_lots_expire_once,
@@ -473,6 +474,133 @@ async fn bad_spend_requests_get_clear_errors_and_write_nothing(backend: Backend)
     assert_eq!(anonymous.status(), 401);
     assert_eq!(shop.spends_written().await, 0);
     assert_eq!(shop.balance().await["balance"], 40);
+}
+
+async fn an_unknown_or_revoked_token_moves_no_credit_and_claims_no_key(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.unlock("ord_token", Some("forever-40"), None).await;
+    let spends = format!("/api/customers/{EMAIL}/spends");
+    let holds = format!("/api/customers/{EMAIL}/holds");
+    let stranger = NewToken::generate().unwrap().token;
+    let as_caller = |token: &str, path: &str, key: Option<&str>, body: Value| {
+        let mut request = shop
+            .app
+            .client
+            .post(shop.app.url(path))
+            .bearer_auth(token)
+            .json(&body);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send()
+    };
+    let last_used = || {
+        shop.app
+            .db
+            .count("SELECT COALESCE(MAX(last_used_at), 0) FROM api_tokens")
+    };
+    assert_eq!(last_used().await, 0);
+
+    // The token is checked inside the spend's own transaction, and its use recorded there.
+    assert_eq!(shop.spend("t1", 1).await.0, 201);
+    assert!(last_used().await > 0, "the spend recorded the token's use");
+    let hold = shop
+        .post(
+            &holds,
+            Some("h1"),
+            &json!({ "credits": 2, "reference": "r" }),
+        )
+        .await;
+    assert_eq!(hold.status(), 201);
+    let hold: Value = hold.json().await.unwrap();
+    let capture = format!("/api/holds/{}/capture", hold["hold_id"].as_str().unwrap());
+
+    // An unknown token gets 401 whatever it sends: a good request, a bad body, no key.
+    let spend = json!({ "credits": 1, "reference": "r" });
+    for (path, key, body) in [
+        (spends.as_str(), Some("t2"), spend.clone()),
+        (spends.as_str(), Some("t3"), json!({ "credits": "x" })),
+        (spends.as_str(), None, spend.clone()),
+        (
+            spends.as_str(),
+            Some("t4"),
+            json!({ "credits": 0, "reference": "r" }),
+        ),
+        (holds.as_str(), Some("t5"), spend.clone()),
+        (capture.as_str(), Some("t6"), json!({})),
+        (capture.as_str(), Some("t7"), json!({ "credits": "x" })),
+    ] {
+        let response = as_caller(&stranger, path, key, body.clone()).await.unwrap();
+        assert_eq!(response.status(), 401, "{path} {key:?} {body}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"], "unauthorized", "{path} {body}");
+    }
+
+    // Known and unknown tokens at the same moment (one batch, or a few): each on its own.
+    let mut racing = Vec::new();
+    for i in 0..12 {
+        let token = if i % 2 == 0 { &shop.token } else { &stranger };
+        racing.push(as_caller(
+            token,
+            &spends,
+            Some(&format!("race-{i}")),
+            spend.clone(),
+        ));
+    }
+    let mut statuses: Vec<u16> = futures::future::join_all(racing)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [[201; 6], [401; 6]].concat());
+
+    // Revoked: a new key, the first key again, and the hold's capture are all refused.
+    let token_id = shop.app.store.tokens().list().await.unwrap()[0]
+        .token_id
+        .clone();
+    assert!(
+        shop.app
+            .store
+            .tokens()
+            .revoke(&token_id, now_ms())
+            .await
+            .unwrap()
+    );
+    assert_eq!(shop.post(&spends, Some("t8"), &spend).await.status(), 401);
+    let again = shop
+        .post(
+            &spends,
+            Some("t1"),
+            &json!({ "credits": 1, "reference": "run-t1" }),
+        )
+        .await;
+    assert_eq!(again.status(), 401, "no replay for a revoked token");
+    assert_eq!(
+        shop.post(&capture, Some("c1"), &json!({})).await.status(),
+        401
+    );
+
+    // Nothing written for any refused request, not even its key.
+    assert_eq!(shop.spends_written().await, 7);
+    let mut keys = shop
+        .app
+        .db
+        .texts("SELECT idempotency_key FROM credit_requests")
+        .await;
+    keys.sort_unstable();
+    let expected: Vec<String> = [
+        "h1", "race-0", "race-10", "race-2", "race-4", "race-6", "race-8", "t1",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(keys, expected);
+    let held = shop
+        .app
+        .db
+        .count("SELECT COUNT(*) FROM credit_holds WHERE status = 'active'")
+        .await;
+    assert_eq!(held, 1, "the hold still stands");
 }
 
 async fn a_hold_is_captured_or_released_once(backend: Backend) {
