@@ -190,7 +190,7 @@ async fn apply(
         })
         .await
         .map_err(ApiError::storage)?;
-    if applied.keyed != Keyed::Unauthorized {
+    if !matches!(applied.keyed, Keyed::Unauthorized) {
         state
             .webhook
             .metrics
