@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use super::Credits;
 use super::lanes::{Batch, Lanes};
-use super::query::{Arg, Records, Tx, sql};
+use super::query::{Arg, Chain, Records, Tx, sql};
 use super::{Backend, Store};
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::error::StoreError;
@@ -93,13 +93,20 @@ macro_rules! lot_fields {
 }
 const LOT_COLUMNS: &str = concat!("SELECT ", lot_fields!(), " FROM credit_lots c");
 
-/// Customers' lots (the customers a JSON array or text array in `$1`), and (flagged,
-/// `package` named) a lot as it will be written for each unlocked order of theirs that has
-/// none yet: one statement, the same for every request, each row with its customer last.
+/// What a row of [`lots_sql`] is (its tenth column; 0: a lot written).
+const LOT_UNWRITTEN: i64 = 1;
+const ACTIVE_HOLD: i64 = 2;
+
+/// Customers' lots (the customers a JSON array or text array in `$1`), (flagged, `package`
+/// named) a lot as it will be written for each unlocked order of theirs that has none yet,
+/// and (flagged) their active holds (the hold's id, expiry and credits in the lot's id,
+/// expiry and credits): one statement, the same for every request, each row with its
+/// customer last.
 fn lots_sql(tx: &Tx) -> String {
-    let (lots, orders) = (
+    let (lots, orders, holds) = (
         tx.in_list("c.customer_email", "$1"),
         tx.in_list("o.customer_email", "$1"),
+        tx.in_list("h.customer_email", "$1"),
     );
     format!(
         "SELECT * FROM ({LOT_COLUMNS_FLAGGED} WHERE {lots} \
@@ -109,13 +116,17 @@ fn lots_sql(tx: &Tx) -> String {
               WHERE u.order_id = o.order_id AND u.kind = 'unlock'), \
              (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l \
               WHERE l.order_id = o.order_id), \
-             CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST(1 AS BIGINT), \
+             CAST(0 AS BIGINT), CAST(0 AS BIGINT), o.package, CAST({LOT_UNWRITTEN} AS BIGINT), \
              o.customer_email \
          FROM orders o WHERE {orders} \
            AND EXISTS (SELECT 1 FROM credit_ledger u \
                        WHERE u.order_id = o.order_id AND u.kind = 'unlock') \
            AND NOT EXISTS (SELECT 1 FROM credit_lots c \
-                           WHERE c.lot_id = 'order:' || o.order_id)) lots"
+                           WHERE c.lot_id = 'order:' || o.order_id) \
+         UNION ALL \
+         SELECT h.hold_id, NULL, h.expires_at, NULL, h.created_at, h.credits, \
+             CAST(0 AS BIGINT), CAST(0 AS BIGINT), NULL, CAST({ACTIVE_HOLD} AS BIGINT), h.customer_email \
+         FROM credit_holds h WHERE {holds} AND h.status = 'active') lots"
     )
 }
 
@@ -230,26 +241,17 @@ impl Account {
     }
 
     /// The credits of the customers of `at` (locked already), in their order, each as of its
-    /// own instant, read with two statements for all of them.
+    /// own instant, read with one statement for all of them.
     async fn open_all(
         tx: &mut Tx,
         at: &[(&str, i64)],
         packages: &Packages,
     ) -> Result<Vec<Account>, StoreError> {
         let emails: Vec<&str> = at.iter().map(|&(email, _)| email).collect();
-        let emails = emails.as_slice();
-        let mut lots = read_lots(tx, emails, packages).await?;
-        let statement = format!(
-            "SELECT customer_email, credits, expires_at FROM credit_holds \
-             WHERE {} AND status = 'active'",
-            tx.in_list("customer_email", "$1")
-        );
-        let rows: Vec<(String, i64, i64)> =
-            tx.on().all(sql(statement).bind(Arg::list(emails))).await?;
-        let mut holds: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
-        for (email, credits, expires_at) in rows {
-            holds.entry(email).or_default().push((credits, expires_at));
-        }
+        let LotsAndHolds {
+            mut lots,
+            mut holds,
+        } = read_lots(tx, &emails, packages).await?;
         let mut accounts = Vec::with_capacity(at.len());
         for &(email, now) in at {
             let lots = lots.remove(email).unwrap_or_default();
@@ -440,48 +442,67 @@ impl Account {
     }
 }
 
-/// The lots of `emails`, by customer, writing first the lot of each unlocked order that has
-/// none (its expiry counts from the unlock).
+/// What [`read_lots`] read, by customer.
+#[derive(Default)]
+struct LotsAndHolds {
+    lots: HashMap<String, Vec<Lot>>,
+    /// The active holds: credits, expiry.
+    holds: HashMap<String, Vec<(i64, i64)>>,
+}
+
+/// The lots and active holds of `emails`, by customer, writing first the lot of each unlocked
+/// order that has none (its expiry counts from the unlock).
 async fn read_lots(
     tx: &mut Tx,
     emails: &[&str],
     packages: &Packages,
-) -> Result<HashMap<String, Vec<Lot>>, StoreError> {
+) -> Result<LotsAndHolds, StoreError> {
     let statement = lots_sql(tx);
     let rows: Vec<FlaggedLotRow> = tx.on().all(sql(statement).bind(Arg::list(emails))).await?;
-    let mut lots: HashMap<String, Vec<Lot>> = HashMap::new();
+    let mut found = LotsAndHolds::default();
     for row in rows {
         let (lot_id, order_id, expires_at, expired_at, created_at) =
             (row.0, row.1, row.2, row.3, row.4);
-        let (granted, drawn, expired_credits, package, unwritten, email) =
+        let (granted, drawn, expired_credits, package, flag, email) =
             (row.5, row.6, row.7, row.8, row.9, row.10);
-        let expires_at = if unwritten == 1 {
-            let expires_at = packages
-                .lasts_ms(package.as_deref())
-                .map(|ms| created_at.saturating_add(ms));
-            let written = tx
-                .on()
-                .execute(
-                    sql("INSERT INTO credit_lots \
-                         (lot_id, customer_email, order_id, credits, expires_at, created_at) \
-                         VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING")
-                    .bind(lot_id.as_str())
-                    .bind(email.as_str())
-                    .bind(order_id.as_deref())
-                    .bind(expires_at)
-                    .bind(created_at),
-                )
-                .await?;
-            if written == 0 {
-                // Written since the read, by a request that holds no lock on this customer
-                // (none should): read again rather than count it twice.
-                return Box::pin(read_lots(tx, emails, packages)).await;
+        let expires_at = match flag {
+            ACTIVE_HOLD => {
+                let expires_at =
+                    expires_at.ok_or_else(|| StoreError::Missing("a hold's expiry".to_owned()))?;
+                found
+                    .holds
+                    .entry(email)
+                    .or_default()
+                    .push((granted, expires_at));
+                continue;
             }
-            expires_at
-        } else {
-            expires_at
+            LOT_UNWRITTEN => {
+                let expires_at = packages
+                    .lasts_ms(package.as_deref())
+                    .map(|ms| created_at.saturating_add(ms));
+                let written = tx
+                    .on()
+                    .execute(
+                        sql("INSERT INTO credit_lots \
+                             (lot_id, customer_email, order_id, credits, expires_at, created_at) \
+                             VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT DO NOTHING")
+                        .bind(lot_id.as_str())
+                        .bind(email.as_str())
+                        .bind(order_id.as_deref())
+                        .bind(expires_at)
+                        .bind(created_at),
+                    )
+                    .await?;
+                if written == 0 {
+                    // Written since the read, by a request that holds no lock on this customer
+                    // (none should): read again rather than count it twice.
+                    return Box::pin(read_lots(tx, emails, packages)).await;
+                }
+                expires_at
+            }
+            _ => expires_at,
         };
-        lots.entry(email).or_default().push(Lot {
+        found.lots.entry(email).or_default().push(Lot {
             lot_id,
             order_id,
             expires_at,
@@ -492,7 +513,7 @@ async fn read_lots(
             expired_credits,
         });
     }
-    Ok(lots)
+    Ok(found)
 }
 
 /// One row of `credit_movements`.
@@ -538,7 +559,7 @@ impl<'a> Movement<'a> {
 }
 
 /// Movements and their draws to be written together: a lane's batch writes the rows of all of
-/// its requests with three statements.
+/// its requests with three statements (on PostgreSQL sent as one, with the batch's answers).
 #[derive(Default)]
 struct Ledger {
     movements: Records,
@@ -566,13 +587,22 @@ impl Ledger {
 
     /// Writes what was added (in the order it was added) and forgets it.
     async fn write(&mut self, tx: &mut Tx) -> Result<(), StoreError> {
+        let mut chain = Chain::new(tx);
+        std::mem::take(self).chain(tx, &mut chain);
+        chain.run(tx).await?;
+        Ok(())
+    }
+
+    /// The statements that write what was added (none when nothing was): the movements, in
+    /// the order they were added, their draws, and what each lot gave.
+    fn chain(self, tx: &Tx, chain: &mut Chain) {
         let Ledger {
             movements,
             draws,
             drawn,
-        } = std::mem::take(self);
+        } = self;
         if movements.is_empty() {
-            return Ok(());
+            return;
         }
         let columns = [
             ("n", "bigint"),
@@ -593,13 +623,11 @@ impl Ledger {
         let names = names.collect::<Vec<_>>().join(", ");
         let statement = format!(
             "INSERT INTO credit_movements ({names}) SELECT {names} FROM {} ORDER BY m.n",
-            tx.records("$1", "m", &columns)
+            tx.records(&chain.param(), "m", &columns)
         );
-        tx.on()
-            .execute(sql(statement).bind(movements.arg()))
-            .await?;
+        chain.push(statement, movements);
         if draws.is_empty() {
-            return Ok(());
+            return;
         }
         let columns = [
             ("movement_id", "text"),
@@ -609,9 +637,9 @@ impl Ledger {
         let statement = format!(
             "INSERT INTO credit_draws (movement_id, lot_id, credits) \
              SELECT movement_id, lot_id, credits FROM {}",
-            tx.records("$1", "d", &columns)
+            tx.records(&chain.param(), "d", &columns)
         );
-        tx.on().execute(sql(statement).bind(draws.arg())).await?;
+        chain.push(statement, draws);
         let mut lots = Records::default();
         for (lot_id, credits) in drawn {
             lots.push(serde_json::json!({ "lot_id": lot_id, "credits": credits }));
@@ -619,10 +647,13 @@ impl Ledger {
         let statement = format!(
             "UPDATE credit_lots SET drawn = drawn + d.credits FROM {} \
              WHERE credit_lots.lot_id = d.lot_id",
-            tx.records("$1", "d", &[("lot_id", "text"), ("credits", "bigint")])
+            tx.records(
+                &chain.param(),
+                "d",
+                &[("lot_id", "text"), ("credits", "bigint")]
+            )
         );
-        tx.on().execute(sql(statement).bind(lots.arg())).await?;
-        Ok(())
+        chain.push(statement, lots);
     }
 }
 
@@ -768,8 +799,7 @@ impl Credits<'_> {
         let mut books = Books::new(packages);
         let outcome = carry_out(&mut tx, request, key, &mut books, now).await?;
         let answer = render(&outcome);
-        books.ledger.write(&mut tx).await?;
-        write_answers(&mut tx, &[(scope, key, &answer)]).await?;
+        write_out(&mut tx, &mut books, &[(scope, key, &answer)]).await?;
         crate::failpoint::hit("credits.before_commit").await;
         tx.commit().await?;
         Ok(Keyed::Fresh(answer))
@@ -790,16 +820,21 @@ impl Credits<'_> {
         // A capture or release names no customer to lock first: it runs on its own.
         debug_assert!(writes.iter().all(|w| w.request.customer().is_some()));
         let mut tx = self.pool.begin().await?;
-        // The callers' API tokens first, all with one statement: a write whose token is
-        // unknown or revoked (as this transaction sees it) takes no lock and claims no key.
+        // The callers' API tokens, all with one statement (on PostgreSQL the same statement
+        // locks the batch's customers, in one order for every batch, so two batches never
+        // wait for each other in a circle): a write whose token is unknown or revoked (as
+        // this transaction sees it) moves nothing and claims no key.
         let mut hashes: Vec<&str> = writes
             .iter()
             .filter_map(|w| w.token_hash.as_deref())
             .collect();
         hashes.sort_unstable();
         hashes.dedup();
+        let mut customers: Vec<&str> = writes.iter().filter_map(|w| w.request.customer()).collect();
+        customers.sort_unstable();
+        customers.dedup();
         let now = writes.iter().map(|w| w.now).max().unwrap_or_default();
-        let live = super::tokens::live_in(&mut tx, &hashes, now).await?;
+        let live = super::tokens::live_in(&mut tx, &hashes, &customers, now).await?;
         let mut applied: Vec<Option<Applied>> = writes
             .iter()
             .map(|w| {
@@ -816,22 +851,6 @@ impl Credits<'_> {
         if admitted.is_empty() {
             tx.commit().await?;
             return Ok(applied.into_iter().flatten().collect());
-        }
-        if let Tx::Postgres(_) = tx {
-            let mut customers: Vec<&str> = admitted
-                .iter()
-                .filter_map(|&i| writes[i].request.customer())
-                .collect();
-            customers.sort_unstable();
-            customers.dedup();
-            // In the array's order: a function scan yields its rows in order.
-            tx.on()
-                .execute(
-                    sql("SELECT pg_advisory_xact_lock(hashtextextended(e, 0)) \
-                         FROM unnest($1::text[]) WITH ORDINALITY AS t(e, n)")
-                    .bind(Arg::list(&customers)),
-                )
-                .await?;
         }
         // A key's first request in the batch; the others are answered once it committed (a
         // replay, or "reused" for another request).
@@ -880,10 +899,9 @@ impl Credits<'_> {
                 result: outcome.result(),
             });
         }
-        books.ledger.write(&mut tx).await?;
         let answers: Vec<(KeyScope, &IdempotencyKey, &Answer)> =
             answers.iter().map(|(s, k, a)| (*s, *k, a)).collect();
-        write_answers(&mut tx, &answers).await?;
+        write_out(&mut tx, &mut books, &answers).await?;
         crate::failpoint::hit("credits.before_commit").await;
         tx.commit().await?;
         // (Should one of these fail, the lane carries out the batch again one by one: what
@@ -1185,13 +1203,11 @@ async fn claim_keys(
         .collect()
 }
 
-/// Writes the answers of requests carried out, beside their keys, with one statement.
-async fn write_answers(
-    tx: &mut Tx,
-    answers: &[(KeyScope, &IdempotencyKey, &Answer)],
-) -> Result<(), StoreError> {
+/// The statement that writes the answers of requests carried out beside their keys (none
+/// when there is none).
+fn chain_answers(tx: &Tx, chain: &mut Chain, answers: &[(KeyScope, &IdempotencyKey, &Answer)]) {
     if answers.is_empty() {
-        return Ok(());
+        return;
     }
     let mut rows = Records::default();
     for (scope, key, answer) in answers {
@@ -1210,9 +1226,21 @@ async fn write_answers(
         "UPDATE credit_requests SET status = a.status, body = a.body FROM {} \
          WHERE credit_requests.scope = a.scope \
          AND credit_requests.idempotency_key = a.idempotency_key",
-        tx.records("$1", "a", &columns)
+        tx.records(&chain.param(), "a", &columns)
     );
-    tx.on().execute(sql(statement).bind(rows.arg())).await?;
+    chain.push(statement, rows);
+}
+
+/// Writes the ledger rows of `books` and the answers given: one round trip on PostgreSQL.
+async fn write_out(
+    tx: &mut Tx,
+    books: &mut Books<'_>,
+    answers: &[(KeyScope, &IdempotencyKey, &Answer)],
+) -> Result<(), StoreError> {
+    let mut chain = Chain::new(tx);
+    std::mem::take(&mut books.ledger).chain(tx, &mut chain);
+    chain_answers(tx, &mut chain, answers);
+    chain.run(tx).await?;
     Ok(())
 }
 

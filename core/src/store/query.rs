@@ -351,6 +351,62 @@ impl Records {
     }
 }
 
+/// Writing statements sent together, in order, each reading its rows from one parameter
+/// ([`Tx::records`]): on PostgreSQL as one statement (each part but the last a data-modifying
+/// CTE), one round trip for all of them; on SQLite one after another (in-process: there is no
+/// round trip to save). On PostgreSQL every part sees the rows as they were before the
+/// statement, so no part may read what another part writes.
+pub(super) struct Chain {
+    postgres: bool,
+    parts: Vec<(String, Records)>,
+}
+
+impl Chain {
+    pub(super) fn new(tx: &Tx) -> Chain {
+        Chain {
+            postgres: matches!(tx, Tx::Postgres(_)),
+            parts: Vec::new(),
+        }
+    }
+
+    /// The parameter the next part reads its rows from.
+    pub(super) fn param(&self) -> String {
+        let n = if self.postgres {
+            self.parts.len() + 1
+        } else {
+            1
+        };
+        format!("${n}")
+    }
+
+    /// A part whose rows are in the parameter [`Chain::param`] named before it.
+    pub(super) fn push(&mut self, statement: String, rows: Records) {
+        self.parts.push((statement, rows));
+    }
+
+    pub(super) async fn run(self, tx: &mut Tx) -> Result<(), sqlx::Error> {
+        if !self.postgres || self.parts.len() < 2 {
+            for (statement, rows) in self.parts {
+                tx.on().execute(sql(statement).bind(rows.arg())).await?;
+            }
+            return Ok(());
+        }
+        let last = self.parts.len() - 1;
+        let mut text = String::new();
+        let mut args = Vec::with_capacity(self.parts.len());
+        for (n, (statement, rows)) in self.parts.into_iter().enumerate() {
+            text.push_str(&match n {
+                0 => format!("WITH w0 AS ({statement})"),
+                n if n == last => format!(" {statement}"),
+                n => format!(", w{n} AS ({statement})"),
+            });
+            args.push(rows.arg());
+        }
+        tx.on().execute(sql(text).bind_all(args)).await?;
+        Ok(())
+    }
+}
+
 impl On<'_> {
     async fn fetch<T: Row>(self, q: Sql<'_>, fetch: Fetch) -> Result<Vec<T>, sqlx::Error> {
         match self {

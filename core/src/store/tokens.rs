@@ -103,24 +103,43 @@ fn touch(token_id: &str, now: i64) -> Sql<'_> {
 
 /// Of `hashes`, those of live tokens, looked up inside `tx` with one statement (a write's
 /// batch checks its callers' tokens in its own transaction, without a round trip each);
-/// their last use is written as [`Tokens::authenticate`] writes it.
+/// their last use is written as [`Tokens::authenticate`] writes it. On PostgreSQL the same
+/// statement takes the transaction's advisory locks on `locks` (in their order, before any
+/// later statement of the transaction runs; SQLite's one writer already is the lock).
 pub(super) async fn live_in(
     tx: &mut Tx,
     hashes: &[&str],
+    locks: &[&str],
     now: i64,
 ) -> Result<HashSet<String>, StoreError> {
-    if hashes.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let statement = format!(
-        "SELECT token_hash, token_id, last_used_at FROM api_tokens \
-         WHERE {} AND revoked_at IS NULL",
-        tx.in_list("token_hash", "$1")
-    );
-    let rows: Vec<(String, String, Option<i64>)> =
-        tx.on().all(sql(statement).bind(Arg::list(hashes))).await?;
+    let rows: Vec<(Option<String>, Option<String>, Option<i64>)> = match tx {
+        // A function scan yields its rows in the array's order; the one row of `locked` is
+        // kept by the outer join whether any token matches or not, so the locks are taken.
+        Tx::Postgres(_) if !locks.is_empty() => {
+            const SQL: &str = "WITH locked AS (SELECT COUNT(*) AS n FROM \
+                 (SELECT pg_advisory_xact_lock(hashtextextended(e, 0)) \
+                  FROM unnest($2::text[]) WITH ORDINALITY AS l(e, n)) l) \
+                 SELECT t.token_hash, t.token_id, t.last_used_at FROM locked \
+                 LEFT JOIN api_tokens t \
+                 ON t.token_hash = ANY($1::text[]) AND t.revoked_at IS NULL";
+            let query = sql(SQL).bind(Arg::list(hashes)).bind(Arg::list(locks));
+            tx.on().all(query).await?
+        }
+        _ if hashes.is_empty() => Vec::new(),
+        _ => {
+            let statement = format!(
+                "SELECT token_hash, token_id, last_used_at FROM api_tokens \
+                 WHERE {} AND revoked_at IS NULL",
+                tx.in_list("token_hash", "$1")
+            );
+            tx.on().all(sql(statement).bind(Arg::list(hashes))).await?
+        }
+    };
     let mut live = HashSet::with_capacity(rows.len());
     for (hash, token_id, last_used_at) in rows {
+        let (Some(hash), Some(token_id)) = (hash, token_id) else {
+            continue;
+        };
         if stale(last_used_at, now) {
             tx.on().execute(touch(&token_id, now)).await?;
         }
