@@ -113,12 +113,13 @@ pub(super) async fn live_in(
     now: i64,
 ) -> Result<HashSet<String>, StoreError> {
     let rows: Vec<(Option<String>, Option<String>, Option<i64>)> = match tx {
-        // A function scan yields its rows in the array's order; the one row of `locked` is
-        // kept by the outer join whether any token matches or not, so the locks are taken.
+        // A function scan yields its rows in the array's order; the count reads every lock
+        // taken, and the one row of `locked` is kept by the outer join whether any token
+        // matches or not, so the locks are taken before the statement ends.
         Tx::Postgres(_) if !locks.is_empty() => {
-            const SQL: &str = "WITH locked AS (SELECT COUNT(*) AS n FROM \
-                 (SELECT pg_advisory_xact_lock(hashtextextended(e, 0)) \
-                  FROM unnest($2::text[]) WITH ORDINALITY AS l(e, n)) l) \
+            const SQL: &str = "WITH locked AS (SELECT COUNT(l.locked) AS n FROM \
+                 (SELECT pg_advisory_xact_lock(hashtextextended(c.e, 0)) AS locked \
+                  FROM unnest($2::text[]) WITH ORDINALITY AS c(e, n)) l) \
                  SELECT t.token_hash, t.token_id, t.last_used_at FROM locked \
                  LEFT JOIN api_tokens t \
                  ON t.token_hash = ANY($1::text[]) AND t.revoked_at IS NULL";
