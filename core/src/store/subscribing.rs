@@ -38,48 +38,65 @@ macro_rules! follows_state {
     };
 }
 
-/// A paid invoice (no state) for a period that ends later than the one recorded, or for the
-/// same period with a plan that holds from (`$14`: the period's start, or a prorated change's)
-/// no earlier than the recorded state: a renewal paid late never moves back a plan that a
-/// status event of a change inside the period set.
-macro_rules! later_period {
+/// The event's plan holds from a time (`excluded.plan_as_of`: a status event's `created`, a
+/// paid invoice's period start or prorated change) no earlier than the recorded plan's (rows
+/// written before that column: their state's time).
+macro_rules! plan_not_older {
     () => {
-        "(excluded.status_as_of IS NULL \
-          AND (excluded.current_period_end > COALESCE(subscriptions.current_period_end, 0) \
-               OR (excluded.current_period_end = subscriptions.current_period_end \
-                   AND $14 >= COALESCE(subscriptions.status_as_of, 0))))"
+        "excluded.plan_as_of >= \
+         COALESCE(subscriptions.plan_as_of, subscriptions.status_as_of, 0)"
+    };
+}
+
+/// The event moves the plan and the period end: a state at least as recent as the recorded
+/// one whose plan holds from no earlier than the recorded plan (a late status event from
+/// before a paid upgrade moves the status, not the plan), or a paid invoice (no state) for a
+/// period that ends later than the one recorded, or for the same period with a plan that
+/// holds from no earlier than the recorded one (a period's own invoice worked after its
+/// prorated upgrade's never moves the plan back).
+macro_rules! moves_plan {
+    () => {
+        concat!(
+            "((",
+            newer_state!(),
+            " AND ",
+            plan_not_older!(),
+            ") OR (excluded.status_as_of IS NULL \
+              AND (excluded.current_period_end > COALESCE(subscriptions.current_period_end, 0) \
+                   OR (excluded.current_period_end = subscriptions.current_period_end AND ",
+            plan_not_older!(),
+            "))))"
+        )
     };
 }
 
 /// A subscription's row, created by whichever of its events comes first. Who it belongs to
 /// is filled in once. Its state (status, the plan its renewal bills, or the price when no
 /// plan has it) moves only to a state at least as recent (Stripe's `created` of the event,
-/// `$7`). An event without a state (a paid invoice: `$7` NULL) moves its plan and period on
-/// only when it pays for a later period than the one known, or for the same one from a time
-/// no earlier than the known state's, and never touches its status.
+/// `$7`). Its plan and period end move as [`moves_plan`] says, and with them the time the plan
+/// holds from (`$7`, else `$14`, the paid invoice's); a paid invoice never touches the status.
 const UPSERT_SUBSCRIPTION: &str = concat!(
     "INSERT INTO subscriptions (subscription_id, subscription_ref, customer_id, customer_email, \
         plan, status, status_as_of, current_period_end, cancel_at_period_end, created_at, \
-        updated_at, renewal_plan, renewal_price_amount, renewal_price_currency) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13) \
+        updated_at, renewal_plan, renewal_price_amount, renewal_price_currency, plan_as_of) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, COALESCE(CAST($7 AS BIGINT), CAST($14 AS BIGINT))) \
     ON CONFLICT (subscription_id) DO UPDATE SET \
         subscription_ref = COALESCE(subscriptions.subscription_ref, excluded.subscription_ref), \
         customer_id = COALESCE(subscriptions.customer_id, excluded.customer_id), \
         customer_email = COALESCE(subscriptions.customer_email, excluded.customer_email), \
         plan = CASE WHEN ",
-    newer_state!(),
-    " OR ",
-    later_period!(),
+    moves_plan!(),
     " \
                     THEN COALESCE(excluded.plan, subscriptions.plan) \
                     ELSE COALESCE(subscriptions.plan, excluded.plan) END, \
         current_period_end = CASE WHEN ",
-    newer_state!(),
-    " OR ",
-    later_period!(),
+    moves_plan!(),
     " \
             THEN COALESCE(excluded.current_period_end, subscriptions.current_period_end) \
-            ELSE subscriptions.current_period_end END, ",
+            ELSE subscriptions.current_period_end END, \
+        plan_as_of = CASE WHEN ",
+    moves_plan!(),
+    " THEN excluded.plan_as_of ELSE subscriptions.plan_as_of END, ",
     follows_state!("status"),
     follows_state!("cancel_at_period_end"),
     follows_state!("renewal_plan"),

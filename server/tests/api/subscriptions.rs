@@ -18,6 +18,7 @@ on_both_backends!(
     an_upgrade_grants_its_share_and_a_period_never_passes_its_highest_plan,
     a_late_older_state_never_overwrites_a_newer_one,
     a_renewal_paid_late_never_moves_an_upgraded_plan_back,
+    a_period_paid_after_its_upgrade_before_any_status_event_keeps_the_upgrade,
     a_plan_change_at_the_period_s_end_is_shown_as_scheduled,
     a_renewal_at_a_price_no_plan_has_is_told_before_it_comes,
     a_refund_of_a_paid_invoice_revokes_from_its_grant,
@@ -546,6 +547,75 @@ async fn a_renewal_paid_late_never_moves_an_upgraded_plan_back(app: TestApp) {
     assert_eq!(
         subscription_text(&app, only_invoices, "current_period_end").await,
         SECOND_PERIOD_END.to_string()
+    );
+}
+
+/// The two invoices of one period worked out of order before the upgrade's status event: the
+/// prorated upgrade's first, then the period's own (its plan holds from the period's start,
+/// before the upgrade). The upgraded plan stays, and a late status event from before the
+/// upgrade moves the status but neither the plan nor the period back.
+async fn a_period_paid_after_its_upgrade_before_any_status_event_keeps_the_upgrade(app: TestApp) {
+    let worker = worker(&app.store);
+    let subscription = "sub_1Qord0001Plan";
+    for batch in [
+        &[
+            "customer.subscription.created",
+            "invoice.paid.subscription_create",
+        ][..],
+        &["invoice.paid.subscription_update"],
+        &["invoice.paid.subscription_cycle"],
+    ] {
+        for name in batch {
+            deliver(&app, &billing(name, "ord")).await;
+        }
+        drain(&worker).await;
+    }
+    assert_eq!(
+        period_grants(&app, subscription, SECOND_PERIOD_END).await,
+        40 + 30
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "plan").await,
+        "thesis-pro"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "current_period_end").await,
+        SECOND_PERIOD_END.to_string()
+    );
+    // Sent in the first period (before the renewal and the upgrade), arriving now: at the
+    // old price, with the first period's end.
+    let before_the_upgrade = 1_766_000_000;
+    let mut late: serde_json::Value =
+        serde_json::from_slice(&moved_to_price("ord", 1, before_the_upgrade, true, 3900)).unwrap();
+    late["data"]["object"]["status"] = "past_due".into();
+    deliver(&app, &serde_json::to_vec(&late).unwrap()).await;
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, subscription, "status").await,
+        "past_due"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "plan").await,
+        "thesis-pro"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "current_period_end").await,
+        SECOND_PERIOD_END.to_string()
+    );
+    // The upgrade's own status event, later than both, moves everything.
+    deliver(
+        &app,
+        &billing("customer.subscription.updated.upgrade", "ord"),
+    )
+    .await;
+    drain(&worker).await;
+    assert_eq!(
+        subscription_text(&app, subscription, "status").await,
+        "active"
+    );
+    assert_eq!(
+        subscription_text(&app, subscription, "plan").await,
+        "thesis-pro"
     );
 }
 
