@@ -1354,11 +1354,12 @@ async fn carry_out(
                 return Ok(CreditOutcome::OverCapture(hold_view(row, account)?));
             }
             // The hold's own credits are what it may take. Drawn on a copy: a refusal below
-            // reports the figures as they stand.
+            // reports the account's figures as they stand (its available as the balance
+            // shows it, this hold still held).
             let available = (account.balance() - (account.held - held)).max(0);
             let mut after = account.clone();
             let Some(draws) = after.draw(take, available, now) else {
-                return Ok(account.insufficient(available));
+                return Ok(account.insufficient(account.available()));
             };
             let spend_id = random("sp")?;
             // Settled here first, and only if still active: a second guard beside the
