@@ -158,6 +158,16 @@ async fn subscription_text(app: &TestApp, subscription: &str, column: &str) -> S
         .join(",")
 }
 
+/// The subscription's recorded status, plan and current period's end.
+async fn assert_state(app: &TestApp, subscription: &str, status: &str, plan: &str, end: i64) {
+    assert_eq!(subscription_text(app, subscription, "status").await, status);
+    assert_eq!(subscription_text(app, subscription, "plan").await, plan);
+    assert_eq!(
+        subscription_text(app, subscription, "current_period_end").await,
+        end.to_string()
+    );
+}
+
 /// Every ordering of `n` items, in lexicographic order.
 fn orderings(n: usize) -> Vec<Vec<usize>> {
     let mut current: Vec<usize> = (0..n).collect();
@@ -474,18 +484,14 @@ async fn a_late_older_state_never_overwrites_a_newer_one(app: TestApp) {
         deliver(&app, &billing(name, "sta")).await;
     }
     drain(&worker).await;
-    assert_eq!(
-        subscription_text(&app, subscription, "status").await,
-        "past_due"
-    );
-    assert_eq!(
-        subscription_text(&app, subscription, "plan").await,
-        "thesis-pro"
-    );
-    assert_eq!(
-        subscription_text(&app, subscription, "current_period_end").await,
-        THIRD_PERIOD_END.to_string()
-    );
+    assert_state(
+        &app,
+        subscription,
+        "past_due",
+        "thesis-pro",
+        THIRD_PERIOD_END,
+    )
+    .await;
     // Canceled, then the older "active again" arrives: it stays canceled.
     for name in [
         "customer.subscription.deleted",
@@ -590,18 +596,14 @@ async fn a_period_paid_after_its_upgrade_before_any_status_event_keeps_the_upgra
     late["data"]["object"]["status"] = "past_due".into();
     deliver(&app, &serde_json::to_vec(&late).unwrap()).await;
     drain(&worker).await;
-    assert_eq!(
-        subscription_text(&app, subscription, "status").await,
-        "past_due"
-    );
-    assert_eq!(
-        subscription_text(&app, subscription, "plan").await,
-        "thesis-pro"
-    );
-    assert_eq!(
-        subscription_text(&app, subscription, "current_period_end").await,
-        SECOND_PERIOD_END.to_string()
-    );
+    assert_state(
+        &app,
+        subscription,
+        "past_due",
+        "thesis-pro",
+        SECOND_PERIOD_END,
+    )
+    .await;
     // The upgrade's own status event, later than both, moves everything.
     deliver(
         &app,
