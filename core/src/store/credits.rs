@@ -793,13 +793,20 @@ impl Credits<'_> {
             fingerprint: request.fingerprint(),
             now,
         };
-        if let Some(keyed) = claim_keys(&mut tx, &[claim]).await?.pop().flatten() {
+        let claim = [claim];
+        if let Some(keyed) = claim_keys(&mut tx, &claim).await?.pop().flatten() {
             return Ok(keyed);
         }
         let mut books = Books::new(packages);
         let outcome = carry_out(&mut tx, request, key, &mut books, now).await?;
         let answer = render(&outcome);
-        write_out(&mut tx, &mut books, &[(scope, key, &answer)]).await?;
+        write_out(
+            &mut tx,
+            &mut books,
+            &[(&claim[0], &answer)],
+            KeyRows::Claimed,
+        )
+        .await?;
         crate::failpoint::hit("credits.before_commit").await;
         tx.commit().await?;
         Ok(Keyed::Fresh(answer))
@@ -807,8 +814,8 @@ impl Credits<'_> {
 
     /// Carries out `writes` in one transaction (one commit for all of them): each once
     /// under its key, as [`Credits::apply`] would one by one, with a few statements for the
-    /// whole batch: the keys claimed together, each customer's account read once (all of them
-    /// together), the ledger rows and the answers written together. On PostgreSQL the
+    /// whole batch: the keys read together, each customer's account read once (all of them
+    /// together), the ledger rows and the keys with their answers written together. On PostgreSQL the
     /// customers are locked first, in one order for every batch, so two batches never wait
     /// for each other in a circle. A write under a key an earlier write of the batch took is
     /// carried out after the commit, on its own: it gets that write's answer.
@@ -867,7 +874,11 @@ impl Credits<'_> {
                 now: writes[i].now,
             })
             .collect();
-        let found = claim_keys(&mut tx, &claims).await?;
+        // The keys are read here and written with their answers below (one row version
+        // each): should another transaction take one meanwhile, the write fails the batch,
+        // and the lane carries its requests out again one by one, each claiming its key
+        // first.
+        let found = first_requests(&mut tx, &claims).await?;
         let fresh: Vec<&CreditWrite> = firsts
             .iter()
             .zip(&found)
@@ -884,7 +895,8 @@ impl Credits<'_> {
             .collect();
         books.open(&mut tx, &at).await?;
         let mut answers = Vec::with_capacity(fresh.len());
-        for (&i, found) in firsts.iter().zip(found) {
+        let mut carried = Vec::with_capacity(fresh.len());
+        for ((&i, claim), found) in firsts.iter().zip(&claims).zip(found) {
             let write = writes[i];
             if let Some(keyed) = found {
                 applied[i] = Some(Applied { keyed, result: "" });
@@ -893,20 +905,34 @@ impl Credits<'_> {
             let outcome =
                 carry_out(&mut tx, &write.request, &write.key, &mut books, write.now).await?;
             let answer = (write.render)(&outcome);
-            answers.push((write.scope, &write.key, answer.clone()));
+            answers.push((claim, answer.clone()));
+            carried.push(i);
             applied[i] = Some(Applied {
                 keyed: Keyed::Fresh(answer),
                 result: outcome.result(),
             });
         }
-        let answers: Vec<(KeyScope, &IdempotencyKey, &Answer)> =
-            answers.iter().map(|(s, k, a)| (*s, *k, a)).collect();
-        write_out(&mut tx, &mut books, &answers).await?;
-        crate::failpoint::hit("credits.before_commit").await;
-        tx.commit().await?;
+        let answers: Vec<(&KeyClaim<'_>, &Answer)> = answers.iter().map(|(c, a)| (*c, a)).collect();
+        let mut one_by_one = later;
+        match write_out(&mut tx, &mut books, &answers, KeyRows::Unwritten).await {
+            Err(StoreError::Query(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+                // A key another transaction took after this one read it: nothing here is
+                // written (the transaction rolls back), and what was carried out is carried
+                // out again one by one, each request claiming its key first (so it waits for
+                // that transaction and gets its answer).
+                drop(tx);
+                one_by_one.extend(carried);
+                one_by_one.sort_unstable();
+            }
+            written => {
+                written?;
+                crate::failpoint::hit("credits.before_commit").await;
+                tx.commit().await?;
+            }
+        }
         // (Should one of these fail, the lane carries out the batch again one by one: what
         // committed above is then replayed, the same answers.)
-        for i in later {
+        for i in one_by_one {
             let write = writes[i];
             let mut result = "";
             let keyed = self
@@ -1140,106 +1166,191 @@ async fn claim_keys(
             "request_hash": claim.fingerprint, "created_at": claim.now,
         }));
     }
-    let columns = [
-        ("scope", "text"),
-        ("idempotency_key", "text"),
-        ("request_hash", "text"),
-        ("created_at", "bigint"),
-    ];
     let statement = format!(
         "INSERT INTO credit_requests \
          (scope, idempotency_key, request_hash, status, body, created_at) \
          SELECT scope, idempotency_key, request_hash, 0, '', created_at FROM {} \
          WHERE true ON CONFLICT DO NOTHING RETURNING scope, idempotency_key",
-        tx.records("$1", "k", &columns)
+        tx.records("$1", "k", &KEY_COLUMNS)
     );
     let claimed: Vec<(String, String)> = tx.on().all(sql(statement).bind(rows.arg())).await?;
     let claimed: HashSet<(String, String)> = claimed.into_iter().collect();
-    let id = |claim: &KeyClaim<'_>| {
-        (
-            claim.scope.as_str().to_owned(),
-            claim.key.as_str().to_owned(),
-        )
-    };
-    let mut taken = Records::default();
-    for claim in claims.iter().filter(|c| !claimed.contains(&id(c))) {
-        taken.push(serde_json::json!({
-            "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
-        }));
-    }
-    let mut earlier: HashMap<(String, String), (String, i64, String)> = HashMap::new();
-    if !taken.is_empty() {
-        let statement = format!(
-            "SELECT r.scope, r.idempotency_key, r.request_hash, \
-             CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN {} \
-             ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
-            tx.records("$1", "k", &columns[..2])
-        );
-        let rows: Vec<(String, String, String, i64, String)> =
-            tx.on().all(sql(statement).bind(taken.arg())).await?;
-        earlier.extend(rows.into_iter().map(|r| ((r.0, r.1), (r.2, r.3, r.4))));
-    }
+    let taken: Vec<&KeyClaim<'_>> = claims
+        .iter()
+        .filter(|c| !claimed.contains(&key_id(c)))
+        .collect();
+    let mut earlier = read_keys(tx, &taken).await?;
     claims
         .iter()
         .map(|claim| {
-            let id = id(claim);
+            let id = key_id(claim);
             if claimed.contains(&id) {
                 return Ok(None);
             }
-            let (hash, status, body) = earlier
+            let first = earlier
                 .remove(&id)
                 .ok_or_else(|| StoreError::Missing("a key's first request".to_owned()))?;
-            Ok(Some(if hash != claim.fingerprint {
-                Keyed::KeyReused
-            } else if status == 0 {
-                Keyed::KeyInUse
-            } else {
-                Keyed::Replayed(Answer {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                })
-            }))
+            Ok(Some(first.keyed(claim)))
         })
         .collect()
 }
 
-/// The statement that writes the answers of requests carried out beside their keys (none
-/// when there is none).
-fn chain_answers(tx: &Tx, chain: &mut Chain, answers: &[(KeyScope, &IdempotencyKey, &Answer)]) {
+/// What each of `claims` (distinct) came to when its key's first request was carried out:
+/// `None` for a key no committed request holds (to be carried out here, its key written
+/// with its answer: [`Answers::Claiming`]). One statement, and nothing waited for: a key
+/// another transaction claims meanwhile fails this transaction at its write, when it is
+/// carried out again request by request.
+async fn first_requests(
+    tx: &mut Tx,
+    claims: &[KeyClaim<'_>],
+) -> Result<Vec<Option<Keyed>>, StoreError> {
+    let all: Vec<&KeyClaim<'_>> = claims.iter().collect();
+    let mut earlier = read_keys(tx, &all).await?;
+    Ok(claims
+        .iter()
+        .map(|claim| {
+            earlier
+                .remove(&key_id(claim))
+                .map(|first| first.keyed(claim))
+        })
+        .collect())
+}
+
+/// A key's row as its first request left it.
+struct FirstRequest {
+    fingerprint: String,
+    status: i64,
+    body: String,
+}
+
+impl FirstRequest {
+    /// What `claim`, another request under the same key, gets.
+    fn keyed(self, claim: &KeyClaim<'_>) -> Keyed {
+        if self.fingerprint != claim.fingerprint {
+            Keyed::KeyReused
+        } else if self.status == 0 {
+            Keyed::KeyInUse
+        } else {
+            Keyed::Replayed(Answer {
+                status: u16::try_from(self.status).unwrap_or(500),
+                body: self.body,
+            })
+        }
+    }
+}
+
+/// The rows of credit_requests and the `k` records that name them (a key's scope, key,
+/// fingerprint, time).
+const KEY_COLUMNS: [(&str, &str); 4] = [
+    ("scope", "text"),
+    ("idempotency_key", "text"),
+    ("request_hash", "text"),
+    ("created_at", "bigint"),
+];
+
+fn key_id(claim: &KeyClaim<'_>) -> (String, String) {
+    (
+        claim.scope.as_str().to_owned(),
+        claim.key.as_str().to_owned(),
+    )
+}
+
+/// The committed rows of the keys of `claims`, with one statement (none when there is none).
+async fn read_keys(
+    tx: &mut Tx,
+    claims: &[&KeyClaim<'_>],
+) -> Result<HashMap<(String, String), FirstRequest>, StoreError> {
+    if claims.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut keys = Records::default();
+    for claim in claims {
+        keys.push(serde_json::json!({
+            "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
+        }));
+    }
+    let statement = format!(
+        "SELECT r.scope, r.idempotency_key, r.request_hash, \
+         CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN {} \
+         ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
+        tx.records("$1", "k", &KEY_COLUMNS[..2])
+    );
+    let rows: Vec<(String, String, String, i64, String)> =
+        tx.on().all(sql(statement).bind(keys.arg())).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(scope, key, fingerprint, status, body)| {
+            let first = FirstRequest {
+                fingerprint,
+                status,
+                body,
+            };
+            ((scope, key), first)
+        })
+        .collect())
+}
+
+/// How a transaction's answers reach their keys' rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyRows {
+    /// Claimed first ([`claim_keys`]): each row gets its answer.
+    Claimed,
+    /// Read first and held by no committed request ([`first_requests`]): each row is written
+    /// now, with its answer, in one row version. A key another transaction took meanwhile
+    /// fails the statement (the key's unique index), and with it the transaction.
+    Unwritten,
+}
+
+/// The statement that keeps the answers of requests carried out under their keys (none when
+/// there is none).
+fn chain_answers(tx: &Tx, chain: &mut Chain, answers: &[(&KeyClaim<'_>, &Answer)], rows: KeyRows) {
     if answers.is_empty() {
         return;
     }
-    let mut rows = Records::default();
-    for (scope, key, answer) in answers {
-        rows.push(serde_json::json!({
-            "scope": scope.as_str(), "idempotency_key": key.as_str(),
+    let mut records = Records::default();
+    for (claim, answer) in answers {
+        records.push(serde_json::json!({
+            "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
+            "request_hash": claim.fingerprint, "created_at": claim.now,
             "status": answer.status, "body": answer.body,
         }));
     }
-    let columns = [
-        ("scope", "text"),
-        ("idempotency_key", "text"),
-        ("status", "bigint"),
-        ("body", "text"),
-    ];
-    let statement = format!(
-        "UPDATE credit_requests SET status = a.status, body = a.body FROM {} \
-         WHERE credit_requests.scope = a.scope \
-         AND credit_requests.idempotency_key = a.idempotency_key",
-        tx.records(&chain.param(), "a", &columns)
-    );
-    chain.push(statement, rows);
+    // The key's own columns only where its row is written here.
+    let key_columns = match rows {
+        KeyRows::Claimed => &KEY_COLUMNS[..2],
+        KeyRows::Unwritten => &KEY_COLUMNS[..],
+    };
+    let mut columns = key_columns.to_vec();
+    columns.extend([("status", "bigint"), ("body", "text")]);
+    let from = tx.records(&chain.param(), "a", &columns);
+    let statement = match rows {
+        KeyRows::Claimed => format!(
+            "UPDATE credit_requests SET status = a.status, body = a.body FROM {from} \
+             WHERE credit_requests.scope = a.scope \
+             AND credit_requests.idempotency_key = a.idempotency_key"
+        ),
+        // In one order for every transaction: two that write the same keys wait for each
+        // other in line, never in a circle.
+        KeyRows::Unwritten => format!(
+            "INSERT INTO credit_requests \
+             (scope, idempotency_key, request_hash, status, body, created_at) \
+             SELECT scope, idempotency_key, request_hash, status, body, created_at \
+             FROM {from} ORDER BY a.scope, a.idempotency_key"
+        ),
+    };
+    chain.push(statement, records);
 }
 
 /// Writes the ledger rows of `books` and the answers given: one round trip on PostgreSQL.
 async fn write_out(
     tx: &mut Tx,
     books: &mut Books<'_>,
-    answers: &[(KeyScope, &IdempotencyKey, &Answer)],
+    answers: &[(&KeyClaim<'_>, &Answer)],
+    rows: KeyRows,
 ) -> Result<(), StoreError> {
     let mut chain = Chain::new(tx);
     std::mem::take(&mut books.ledger).chain(tx, &mut chain);
-    chain_answers(tx, &mut chain, answers);
+    chain_answers(tx, &mut chain, answers, rows);
     chain.run(tx).await?;
     Ok(())
 }

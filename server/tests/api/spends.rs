@@ -1651,3 +1651,72 @@ async fn a_capture_racing_the_upkeep_settles_the_hold_once_postgres() {
         );
     }
 }
+
+/// A lane's batch reads its keys and writes each with its answer at the end; a key another
+/// transaction takes in between (on PostgreSQL: another lane's batch, another instance) fails
+/// the batch's write, and the request is carried out again on its own, claiming its key
+/// first: it gets that other request's answer and moves nothing. The test takes the key from
+/// its own connection and commits only once the batch is waiting on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_taken_while_its_batch_runs_gets_that_request_s_answer_postgres() {
+    use sqlx::{Connection, Executor};
+
+    use crate::crash::wait_until;
+
+    const WAITING: &str = "SELECT COUNT(*) FROM pg_stat_activity \
+        WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    let shop = shop(Backend::Postgres).await;
+    shop.unlock("ord_taken", Some("forever-40"), None).await;
+    let first = r#"{"spend_id":"sp_other_request","credits":3}"#;
+    let fingerprint = CreditRequest::spend(EMAIL, 3, "run-taken", None)
+        .unwrap()
+        .fingerprint();
+    let mut other = sqlx::PgConnection::connect(shop.app.db.url())
+        .await
+        .unwrap();
+    other.execute("BEGIN").await.unwrap();
+    sqlx::query(
+        "INSERT INTO credit_requests \
+         (scope, idempotency_key, request_hash, status, body, created_at) \
+         VALUES ('api', 'taken-key', $1, 201, $2, $3)",
+    )
+    .bind(&fingerprint)
+    .bind(first)
+    .bind(now_ms())
+    .execute(&mut other)
+    .await
+    .unwrap();
+
+    let spend = tokio::spawn({
+        let (client, url, token) = (
+            shop.app.client.clone(),
+            shop.app.url(&format!("/api/customers/{EMAIL}/spends")),
+            shop.token.clone(),
+        );
+        async move {
+            let response = client
+                .post(url)
+                .bearer_auth(token)
+                .header("Idempotency-Key", "taken-key")
+                .json(&json!({ "credits": 3, "reference": "run-taken" }))
+                .send()
+                .await
+                .unwrap();
+            let replayed = response.headers().get("idempotent-replayed").cloned();
+            (
+                response.status().as_u16(),
+                replayed,
+                response.text().await.unwrap(),
+            )
+        }
+    });
+    // The batch has carried the spend out and waits to write the key.
+    wait_until(&shop.app.db, WAITING, 1).await;
+    other.execute("COMMIT").await.unwrap();
+    let (status, replayed, body) = spend.await.unwrap();
+    assert_eq!((status, body.as_str()), (201, first));
+    assert_eq!(replayed.unwrap(), "true");
+    assert_eq!(shop.spends_written().await, 0);
+    assert_eq!(shop.balance().await["balance"], 40);
+    assert_eq!(shop.ledger_sum().await, 40);
+}
