@@ -180,8 +180,8 @@ impl Worker {
         crate::failpoint::hit("after-lease").await;
         let mut attempts = Vec::with_capacity(claims.len());
         let mut planned = Vec::with_capacity(claims.len());
-        // Reads from Stripe take at most half the lease; past it, the claims wait for their
-        // next attempt.
+        // Reads from Stripe start and end within the first half of the lease; past it, the
+        // claims wait for their next attempt.
         let ask_until = leased_at + self.lease_ms() / 2;
         for claim in claims {
             match self.plan(&claim, ask_until).await {
@@ -250,17 +250,28 @@ impl Worker {
                     Ok(Some(s)) if s.customer_email.is_some() || s.subscription_ref.is_some()
                 );
                 if !known {
-                    match api.subscription_reference(&subscription_id).await {
-                        Ok(Some(reference)) => {
+                    // A GET: given up at the budget's end without harm.
+                    let budget = u64::try_from(ask_until - now_ms()).unwrap_or(0);
+                    let asked = tokio::time::timeout(
+                        Duration::from_millis(budget),
+                        api.subscription_reference(&subscription_id),
+                    )
+                    .await;
+                    match asked {
+                        Ok(Ok(Some(reference))) => {
                             invoice
                                 .metadata
                                 .insert(crate::billing::REF_KEY.to_owned(), reference);
                         }
-                        Ok(None) => {}
-                        Err(error) => tracing::warn!(
+                        Ok(Ok(None)) => {}
+                        Ok(Err(error)) => tracing::warn!(
                             error = %error,
                             subscription = %subscription_id,
                             "reading a subscription from Stripe failed"
+                        ),
+                        Err(_) => tracing::warn!(
+                            subscription = %subscription_id,
+                            "Stripe did not answer about a subscription within half the lease"
                         ),
                     }
                 }

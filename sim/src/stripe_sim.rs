@@ -57,6 +57,8 @@ pub enum FaultMode {
     Timeout,
     /// Answer 429 `rate_limit` (GET endpoints such as `/v1/events`).
     RateLimit,
+    /// Hold the answer for `hold_ms`, then give it: a slow Stripe that works.
+    Slow,
 }
 
 /// Strikes the next `count` requests to `path` (e.g. `/v1/refunds`).
@@ -381,16 +383,23 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), SimE
     Ok((router, sim))
 }
 
-/// An armed fault for a GET endpoint (`/v1/events`, a Checkout Session): a 429 or a 500
-/// instead of the answer.
-fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
-    let mut state = sim.lock();
-    let fault = state
-        .faults
-        .iter_mut()
-        .find(|f| f.path == path && f.count > 0)?;
-    fault.count -= 1;
+/// An armed fault for a GET endpoint (`/v1/events`, a Checkout Session, a subscription): a
+/// 429 or a 500 instead of the answer, or the answer held for a while (`slow`).
+async fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
+    let fault = {
+        let mut state = sim.lock();
+        let fault = state
+            .faults
+            .iter_mut()
+            .find(|f| f.path == path && f.count > 0)?;
+        fault.count -= 1;
+        fault.clone()
+    };
     let answer = match fault.mode {
+        FaultMode::Slow => {
+            tokio::time::sleep(Duration::from_millis(fault.hold_ms)).await;
+            return None;
+        }
         FaultMode::RateLimit => stripe_error(
             StatusCode::TOO_MANY_REQUESTS,
             "invalid_request_error",
@@ -848,6 +857,10 @@ async fn respond_with_fault(answer: Answer, fault: Option<Fault>, replayed: bool
                 tokio::time::sleep(Duration::from_millis(fault.hold_ms)).await;
                 dropped_connection()
             }
+            FaultMode::Slow => {
+                tokio::time::sleep(Duration::from_millis(fault.hold_ms)).await;
+                respond(&answer, replayed)
+            }
             FaultMode::RateLimit => respond(
                 &stripe_error(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -1119,6 +1132,7 @@ async fn retrieve_session(
     retrieve(&sim, &headers, &path, "checkout.session", &id, |state| {
         state.sessions.get(&id).cloned()
     })
+    .await
 }
 
 /// `GET /v1/subscriptions/{id}`.
@@ -1134,11 +1148,12 @@ async fn retrieve_subscription(
             .contains_key(&id)
             .then(|| state.subscription_object(&id))
     })
+    .await
 }
 
 /// A GET of one object (`kind` as Stripe names it in a 404): authorized, through the armed
 /// faults of `path`.
-fn retrieve(
+async fn retrieve(
     sim: &Sim,
     headers: &HeaderMap,
     path: &str,
@@ -1155,7 +1170,7 @@ fn retrieve(
         );
         return respond(&answer, false);
     }
-    if let Some(fault) = take_get_fault(sim, path) {
+    if let Some(fault) = take_get_fault(sim, path).await {
         return fault;
     }
     let found = find(&sim.lock());

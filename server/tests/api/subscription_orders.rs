@@ -18,6 +18,7 @@ on_both_backends!(
     a_subscription_is_cancelled_once_per_kind,
     a_refused_cancellation_is_asked_again_under_the_next_key,
     an_invoice_naming_no_customer_waits_for_one_and_asks_stripe,
+    reads_from_stripe_stop_at_half_the_lease,
     a_subscription_lives_months_on_the_simulator_s_test_clock,
     a_subscription_paid_before_its_events_came_gets_no_second_session,
 );
@@ -676,6 +677,121 @@ async fn an_invoice_naming_no_customer_waits_for_one_and_asks_stripe(backend: Ba
         .unwrap();
     assert_eq!(shown["subscription_id"], subscription.as_str());
     assert_eq!(shown["credits_granted"], 40);
+}
+
+/// A worker reads subscriptions from Stripe only within the first half of its lease, so a
+/// slow Stripe cannot keep a batch past its lease (another worker would take the claims over
+/// and the batch's work would be lost): three paid invoices naming no customer, leased
+/// together for 6 s, each subscription's GET answered after 1.2 s. The third GET starts at
+/// 2.4 s at the earliest and would end at 3.6 s, past the half: it is given up at 3 s (or not
+/// started) and its invoice retried; each is granted once in the end.
+async fn reads_from_stripe_stop_at_half_the_lease(backend: Backend) {
+    use claimcheck_core::stripe::{ApiKey, StripeApi, StripeConfig};
+    use claimcheck_core::worker::Attempt;
+    use claimcheck_sim::stripe_sim::FaultMode;
+
+    const EMAILS: &str = "'half1@example.ch', 'half2@example.ch', 'half3@example.ch'";
+    let shop = shop(backend).await;
+    for n in 1..=3 {
+        let reference = format!("abo-half{n}");
+        let asked = shop
+            .post_api(
+                "/api/subscriptions",
+                json!({ "plan": "thesis-monthly", "customer_email": format!("half{n}@example.ch"),
+                        "subscription_ref": reference }),
+            )
+            .await;
+        assert_eq!(asked.status(), 201);
+        let tag = format!("half{n}");
+        let subscription = start_at_stripe(
+            &shop,
+            json!({ "id": format!("sub_1Q{tag}0001Plan"), "subscription_ref": reference }),
+        )
+        .await;
+        let mut paid: Value = serde_json::from_slice(&event_of(
+            "invoice.paid.subscription_create",
+            &tag,
+            &reference,
+            Some(&subscription),
+        ))
+        .unwrap();
+        let invoice = &mut paid["data"]["object"];
+        invoice["customer_email"] = Value::Null;
+        invoice["parent"]["subscription_details"]["metadata"] = json!({});
+        let delivered = shop.app.deliver(&serde_json::to_vec(&paid).unwrap()).await;
+        assert_eq!(delivered.status(), 200);
+        let path = format!("/v1/subscriptions/{subscription}");
+        shop.arm(&path, FaultMode::Slow, 1, 1_200).await;
+    }
+    let stripe = StripeApi::new(StripeConfig {
+        api_base: shop.sim_url(),
+        timeout: std::time::Duration::from_secs(10),
+        max_attempts: 1,
+        ..StripeConfig::new(ApiKey::new("sk_test_claimcheck").unwrap())
+    })
+    .unwrap();
+    let worker = Worker::new(
+        shop.app.store.clone(),
+        "subscription-worker",
+        WorkerConfig {
+            plans: PLANS.parse::<Plans>().unwrap(),
+            lease: std::time::Duration::from_secs(6),
+            base_backoff: std::time::Duration::from_millis(1),
+            stripe: Some(stripe),
+            ..WorkerConfig::default()
+        },
+    );
+    let granted_sum = format!(
+        "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
+         WHERE customer_email IN ({EMAILS})"
+    );
+    let credits = || shop.app.db.count(&granted_sum);
+    let attempts = worker.run_once().await.unwrap();
+    assert_eq!(attempts.len(), 3, "{attempts:?}");
+    let granted = attempts
+        .iter()
+        .filter(|a| matches!(a, Attempt::Processed { .. }))
+        .count();
+    // The first two GETs end within the half (the second not, should the machine be slow
+    // enough); never the third.
+    assert!((1..=2).contains(&granted), "{attempts:?}");
+    for attempt in &attempts {
+        match attempt {
+            Attempt::Processed { .. } => {}
+            Attempt::Failed { error, gave_up, .. } => {
+                assert!(error.contains("names no customer yet"), "{error}");
+                assert!(!gave_up);
+            }
+            other => panic!("the batch outlived its lease: {other:?}"),
+        }
+    }
+    assert_eq!(credits().await, 40 * i64::try_from(granted).unwrap());
+    // Stripe quick again: the next attempt asks it for the rest.
+    let cleared = reqwest::Client::new()
+        .delete(format!("{}/_sim/faults", shop.sim_url()))
+        .send()
+        .await
+        .unwrap();
+    assert!(cleared.status().is_success());
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let attempts = worker.run_once().await.unwrap();
+    assert_eq!(attempts.len(), 3 - granted, "{attempts:?}");
+    assert!(
+        attempts
+            .iter()
+            .all(|a| matches!(a, Attempt::Processed { .. })),
+        "{attempts:?}"
+    );
+    assert_eq!(credits().await, 120);
+    assert_eq!(
+        shop.app
+            .db
+            .count(
+                "SELECT COUNT(*) FROM subscription_grants WHERE subscription_id LIKE 'sub_1Qhalf%'"
+            )
+            .await,
+        3
+    );
 }
 
 /// Stripe's test-helper and simulator calls of the life below.

@@ -527,6 +527,7 @@ async fn retrieve_clock(
         &id,
         |state| state.clocks.get(&id).map(|at| clock_object(&id, *at)),
     )
+    .await
 }
 
 async fn advance_clock(

@@ -218,7 +218,7 @@ async fn list_events(
     if !authorized(&headers) {
         return unauthorized();
     }
-    if let Some(answer) = super::take_get_fault(&sim, "/v1/events") {
+    if let Some(answer) = super::take_get_fault(&sim, "/v1/events").await {
         return answer;
     }
     let pairs: Vec<(String, String)> =
