@@ -1674,8 +1674,10 @@ fn hold_gone() -> StoreError {
 }
 
 /// How many PostgreSQL transactions carry credit requests side by side, and how many
-/// requests one of them may gather.
-const POSTGRES_CREDIT_LANES: usize = 4;
+/// requests one of them may gather. Two measured best (BENCHMARKS.md: a fifth more spends a
+/// second than four, one no better than two): a batch's cost is mostly its few statements and
+/// its commit, whatever its size, so fewer and larger batches win while two still overlap.
+const POSTGRES_CREDIT_LANES: usize = 2;
 const MAX_CREDIT_REQUESTS_PER_COMMIT: usize = 64;
 
 /// The spend API's writer: spends, holds and adjustments go through group-committing lanes
