@@ -815,9 +815,9 @@ impl Credits<'_> {
     /// Carries out `writes` in one transaction (one commit for all of them): each once
     /// under its key, as [`Credits::apply`] would one by one, with a few statements for the
     /// whole batch: the keys read together, each customer's account read once (all of them
-    /// together), the ledger rows and the keys with their answers written together. On PostgreSQL the
-    /// customers are locked first, in one order for every batch, so two batches never wait
-    /// for each other in a circle. A write under a key an earlier write of the batch took is
+    /// together), the ledger rows and the keys with their answers written together. On
+    /// PostgreSQL the customers are locked first, in one order for every batch, so two
+    /// batches never wait for each other in a circle. A write under a key an earlier write of the batch took is
     /// carried out after the commit, on its own: it gets that write's answer.
     pub async fn apply_batch(
         self,
@@ -875,9 +875,8 @@ impl Credits<'_> {
             })
             .collect();
         // The keys are read here and written with their answers below (one row version
-        // each): should another transaction take one meanwhile, the write fails the batch,
-        // and the lane carries its requests out again one by one, each claiming its key
-        // first.
+        // each): should another transaction take one meanwhile, the write fails, and the
+        // batch's requests are carried out again one by one, each claiming its key first.
         let found = first_requests(&mut tx, &claims).await?;
         let fresh: Vec<&CreditWrite> = firsts
             .iter()
@@ -1197,9 +1196,9 @@ async fn claim_keys(
 
 /// What each of `claims` (distinct) came to when its key's first request was carried out:
 /// `None` for a key no committed request holds (to be carried out here, its key written
-/// with its answer: [`Answers::Claiming`]). One statement, and nothing waited for: a key
-/// another transaction claims meanwhile fails this transaction at its write, when it is
-/// carried out again request by request.
+/// with its answer: [`KeyRows::Unwritten`]). One statement, and nothing waited for: a key
+/// another transaction takes meanwhile fails this transaction at its write, and its
+/// requests are carried out again one by one.
 async fn first_requests(
     tx: &mut Tx,
     claims: &[KeyClaim<'_>],
@@ -1239,8 +1238,8 @@ impl FirstRequest {
     }
 }
 
-/// The rows of credit_requests and the `k` records that name them (a key's scope, key,
-/// fingerprint, time).
+/// A key's columns in credit_requests, as the records that carry them name them: the two
+/// that name the key, then its request's fingerprint and time.
 const KEY_COLUMNS: [(&str, &str); 4] = [
     ("scope", "text"),
     ("idempotency_key", "text"),
