@@ -793,20 +793,14 @@ impl Credits<'_> {
             fingerprint: request.fingerprint(),
             now,
         };
-        let claim = [claim];
-        if let Some(keyed) = claim_keys(&mut tx, &claim).await?.pop().flatten() {
+        let claimed = claim_keys(&mut tx, std::slice::from_ref(&claim)).await?;
+        if let Some(keyed) = claimed.into_iter().next().flatten() {
             return Ok(keyed);
         }
         let mut books = Books::new(packages);
         let outcome = carry_out(&mut tx, request, key, &mut books, now).await?;
         let answer = render(&outcome);
-        write_out(
-            &mut tx,
-            &mut books,
-            &[(&claim[0], &answer)],
-            KeyRows::Claimed,
-        )
-        .await?;
+        write_out(&mut tx, &mut books, &[(&claim, &answer)], KeyRows::Claimed).await?;
         crate::failpoint::hit("credits.before_commit").await;
         tx.commit().await?;
         Ok(Keyed::Fresh(answer))
@@ -878,23 +872,24 @@ impl Credits<'_> {
         // each): should another transaction take one meanwhile, the write fails, and the
         // batch's requests are carried out again one by one, each claiming its key first.
         let found = first_requests(&mut tx, &claims).await?;
-        let fresh: Vec<&CreditWrite> = firsts
+        // The writes to carry out here (their keys held by no committed request).
+        let carried: Vec<usize> = firsts
             .iter()
             .zip(&found)
             .filter(|(_, found)| found.is_none())
-            .map(|(&i, _)| writes[i])
+            .map(|(&i, _)| i)
             .collect();
         let mut books = Books::new(packages);
         // Each customer as of their first request here, as one by one would read them.
         let mut seen = HashSet::new();
-        let at: Vec<(&str, i64)> = fresh
+        let at: Vec<(&str, i64)> = carried
             .iter()
+            .map(|&i| writes[i])
             .filter_map(|w| w.request.customer().map(|email| (email, w.now)))
             .filter(|&(email, _)| seen.insert(email))
             .collect();
         books.open(&mut tx, &at).await?;
-        let mut answers = Vec::with_capacity(fresh.len());
-        let mut carried = Vec::with_capacity(fresh.len());
+        let mut answers = Vec::with_capacity(carried.len());
         for ((&i, claim), found) in firsts.iter().zip(&claims).zip(found) {
             let write = writes[i];
             if let Some(keyed) = found {
@@ -905,7 +900,6 @@ impl Credits<'_> {
                 carry_out(&mut tx, &write.request, &write.key, &mut books, write.now).await?;
             let answer = (write.render)(&outcome);
             answers.push((claim, answer.clone()));
-            carried.push(i);
             applied[i] = Some(Applied {
                 keyed: Keyed::Fresh(answer),
                 result: outcome.result(),
@@ -1673,7 +1667,7 @@ fn hold_gone() -> StoreError {
 }
 
 /// How many PostgreSQL transactions carry credit requests side by side, and how many
-/// requests one of them may gather. Two measured best (BENCHMARKS.md: a fifth more spends a
+/// requests one of them may gather. Two measured best (BENCHMARKS.md: a quarter more spends a
 /// second than four, one no better than two): a batch's cost is mostly its few statements and
 /// its commit, whatever its size, so fewer and larger batches win while two still overlap.
 const POSTGRES_CREDIT_LANES: usize = 2;
