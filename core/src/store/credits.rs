@@ -12,12 +12,13 @@
 //! 4. the credits move and the answer is written beside them, so a crash before the commit
 //!    leaves neither, and a retry acts once.
 //!
-//! A batch does each step once for all of its requests, with one statement each: the
-//! callers' API tokens checked (so a request needs no round trip of its own for its token,
-//! and a token revoked before the batch writes nothing), the customers locked, the keys
-//! claimed, the accounts read (lots, then holds), then the ledger rows (movements, draws,
-//! what each lot gave) and the answers written: a batch of spends costs nine statements on
-//! PostgreSQL, eight on SQLite, however many spends it holds.
+//! A batch does each step once for all of its requests: the callers' API tokens checked (so
+//! a request needs no round trip of its own for its token, and a token revoked before the
+//! batch writes nothing) with the customers' locks, in one statement; the keys read with the
+//! accounts (lots and holds), in one; then the ledger rows (movements, draws, what each lot
+//! gave) and the keys with their answers written, in one on PostgreSQL (data-modifying CTEs)
+//! and four on SQLite: a batch of spends costs three statements on PostgreSQL and six on
+//! SQLite, however many spends it holds.
 //!
 //! Every transaction locks its customers before it claims a key: a lane's batch all of its
 //! customers first, in one order; any other request its one customer (a capture or release
@@ -96,18 +97,35 @@ const LOT_COLUMNS: &str = concat!("SELECT ", lot_fields!(), " FROM credit_lots c
 /// What a row of [`lots_sql`] is (its tenth column; 0: a lot written).
 const LOT_UNWRITTEN: i64 = 1;
 const ACTIVE_HOLD: i64 = 2;
+const KEY_ROW: i64 = 3;
 
 /// Customers' lots (the customers a JSON array or text array in `$1`), (flagged, `package`
 /// named) a lot as it will be written for each unlocked order of theirs that has none yet,
 /// and (flagged) their active holds (the hold's id, expiry and credits in the lot's id,
-/// expiry and credits): one statement, the same for every request, each row with its
-/// customer last.
-fn lots_sql(tx: &Tx) -> String {
+/// expiry and credits): one statement, each row with its customer last. With `keys`,
+/// (flagged) also the committed rows of the keys sent as records in `$2` (the key, its
+/// request's fingerprint, status and answer in the lot's id, order, created and package,
+/// its scope in the customer's place): a batch reads its keys and its accounts in one
+/// round trip.
+fn lots_sql(tx: &Tx, keys: bool) -> String {
     let (lots, orders, holds) = (
         tx.in_list("c.customer_email", "$1"),
         tx.in_list("o.customer_email", "$1"),
         tx.in_list("h.customer_email", "$1"),
     );
+    let keys = if keys {
+        format!(
+            " UNION ALL \
+             SELECT r.idempotency_key, r.request_hash, NULL, NULL, CAST(r.status AS BIGINT), \
+                 CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT), r.body, \
+                 CAST({KEY_ROW} AS BIGINT), r.scope \
+             FROM credit_requests r JOIN {} \
+             ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
+            tx.records("$2", "k", &KEY_COLUMNS[..2])
+        )
+    } else {
+        String::new()
+    };
     format!(
         "SELECT * FROM ({LOT_COLUMNS_FLAGGED} WHERE {lots} \
          UNION ALL \
@@ -126,7 +144,7 @@ fn lots_sql(tx: &Tx) -> String {
          UNION ALL \
          SELECT h.hold_id, NULL, h.expires_at, NULL, h.created_at, h.credits, \
              CAST(0 AS BIGINT), CAST(0 AS BIGINT), NULL, CAST({ACTIVE_HOLD} AS BIGINT), h.customer_email \
-         FROM credit_holds h WHERE {holds} AND h.status = 'active') lots"
+         FROM credit_holds h WHERE {holds} AND h.status = 'active'{keys}) lots"
     )
 }
 
@@ -234,31 +252,34 @@ impl Account {
         now: i64,
     ) -> Result<Account, StoreError> {
         lock_customer(tx, email).await?;
-        Account::open_all(tx, &[(email, now)], packages)
+        Account::open_all(tx, &[(email, now)], packages, &[])
             .await?
+            .0
             .pop()
             .ok_or_else(|| StoreError::Missing("an account just read".to_owned()))
     }
 
     /// The credits of the customers of `at` (locked already), in their order, each as of its
-    /// own instant, read with one statement for all of them.
+    /// own instant, and the committed rows of `keys`: read with one statement for all of them.
     async fn open_all(
         tx: &mut Tx,
         at: &[(&str, i64)],
         packages: &Packages,
-    ) -> Result<Vec<Account>, StoreError> {
+        keys: &[&KeyClaim<'_>],
+    ) -> Result<(Vec<Account>, FirstRequests), StoreError> {
         let emails: Vec<&str> = at.iter().map(|&(email, _)| email).collect();
         let LotsAndHolds {
             mut lots,
             mut holds,
-        } = read_lots(tx, &emails, packages).await?;
+            keys,
+        } = read_lots(tx, &emails, packages, keys).await?;
         let mut accounts = Vec::with_capacity(at.len());
         for &(email, now) in at {
             let lots = lots.remove(email).unwrap_or_default();
             let holds = holds.remove(email).unwrap_or_default();
             accounts.push(Account::assemble(tx, email, lots, &holds, now).await?);
         }
-        Ok(accounts)
+        Ok((accounts, keys))
     }
 
     /// `email`'s account from its lots and active holds (credits, expiry) as read: what is
@@ -442,23 +463,30 @@ impl Account {
     }
 }
 
-/// What [`read_lots`] read, by customer.
+/// What [`read_lots`] read: by customer, and the keys' rows.
 #[derive(Default)]
 struct LotsAndHolds {
     lots: HashMap<String, Vec<Lot>>,
     /// The active holds: credits, expiry.
     holds: HashMap<String, Vec<(i64, i64)>>,
+    keys: FirstRequests,
 }
 
 /// The lots and active holds of `emails`, by customer, writing first the lot of each unlocked
-/// order that has none (its expiry counts from the unlock).
+/// order that has none (its expiry counts from the unlock); with the same statement, the
+/// committed rows of `keys`.
 async fn read_lots(
     tx: &mut Tx,
     emails: &[&str],
     packages: &Packages,
+    keys: &[&KeyClaim<'_>],
 ) -> Result<LotsAndHolds, StoreError> {
-    let statement = lots_sql(tx);
-    let rows: Vec<FlaggedLotRow> = tx.on().all(sql(statement).bind(Arg::list(emails))).await?;
+    let statement = lots_sql(tx, !keys.is_empty());
+    let mut query = sql(statement).bind(Arg::list(emails));
+    if !keys.is_empty() {
+        query = query.bind(key_records(keys).arg());
+    }
+    let rows: Vec<FlaggedLotRow> = tx.on().all(query).await?;
     let mut found = LotsAndHolds::default();
     for row in rows {
         let (lot_id, order_id, expires_at, expired_at, created_at) =
@@ -466,6 +494,15 @@ async fn read_lots(
         let (granted, drawn, expired_credits, package, flag, email) =
             (row.5, row.6, row.7, row.8, row.9, row.10);
         let expires_at = match flag {
+            KEY_ROW => {
+                let first = FirstRequest {
+                    fingerprint: order_id.unwrap_or_default(),
+                    status: created_at,
+                    body: package.unwrap_or_default(),
+                };
+                found.keys.insert((email, lot_id), first);
+                continue;
+            }
             ACTIVE_HOLD => {
                 let expires_at =
                     expires_at.ok_or_else(|| StoreError::Missing("a hold's expiry".to_owned()))?;
@@ -496,7 +533,7 @@ async fn read_lots(
                 if written == 0 {
                     // Written since the read, by a request that holds no lock on this customer
                     // (none should): read again rather than count it twice.
-                    return Box::pin(read_lots(tx, emails, packages)).await;
+                    return Box::pin(read_lots(tx, emails, packages, keys)).await;
                 }
                 expires_at
             }
@@ -678,11 +715,22 @@ impl<'p> Books<'p> {
     /// Reads the accounts of the customers of `at` (locked already) at once, each as of its
     /// own instant.
     async fn open(&mut self, tx: &mut Tx, at: &[(&str, i64)]) -> Result<(), StoreError> {
+        self.open_reading_keys(tx, at, &[]).await.map(drop)
+    }
+
+    /// [`Books::open`], reading with the same statement the committed rows of `keys`.
+    async fn open_reading_keys(
+        &mut self,
+        tx: &mut Tx,
+        at: &[(&str, i64)],
+        keys: &[&KeyClaim<'_>],
+    ) -> Result<FirstRequests, StoreError> {
         self.ledger.write(tx).await?;
-        for account in Account::open_all(tx, at, self.packages).await? {
+        let (accounts, keys) = Account::open_all(tx, at, self.packages, keys).await?;
+        for account in accounts {
             self.accounts.insert(account.email.clone(), account);
         }
-        Ok(())
+        Ok(keys)
     }
 
     /// `email`'s account (locked already) as of `now`: read again when it was not read yet
@@ -868,27 +916,37 @@ impl Credits<'_> {
                 now: writes[i].now,
             })
             .collect();
-        // The keys are read here and written with their answers below (one row version
-        // each): should another transaction take one meanwhile, the write fails, and the
-        // batch's requests are carried out again one by one, each claiming its key first.
-        let found = first_requests(&mut tx, &claims).await?;
-        // The writes to carry out here (their keys held by no committed request).
+        // The accounts and the keys are read with one statement: each customer as of their
+        // first request here, as one by one would read them (a customer whose requests all
+        // turn out to be replays is read for nothing, as rare as a retry). The keys are
+        // written with their answers below (one row version each): should another
+        // transaction take one meanwhile, the write fails, and the batch's requests are
+        // carried out again one by one, each claiming its key first.
+        let mut books = Books::new(packages);
+        let mut seen = HashSet::new();
+        let at: Vec<(&str, i64)> = firsts
+            .iter()
+            .map(|&i| writes[i])
+            .filter_map(|w| w.request.customer().map(|email| (email, w.now)))
+            .filter(|&(email, _)| seen.insert(email))
+            .collect();
+        let keys: Vec<&KeyClaim<'_>> = claims.iter().collect();
+        let mut earlier = books.open_reading_keys(&mut tx, &at, &keys).await?;
+        // What each key's committed request came to; `None`: held by none, carried out here.
+        let found: Vec<Option<Keyed>> = claims
+            .iter()
+            .map(|claim| {
+                earlier
+                    .remove(&key_id(claim))
+                    .map(|first| first.keyed(claim))
+            })
+            .collect();
         let carried: Vec<usize> = firsts
             .iter()
             .zip(&found)
             .filter(|(_, found)| found.is_none())
             .map(|(&i, _)| i)
             .collect();
-        let mut books = Books::new(packages);
-        // Each customer as of their first request here, as one by one would read them.
-        let mut seen = HashSet::new();
-        let at: Vec<(&str, i64)> = carried
-            .iter()
-            .map(|&i| writes[i])
-            .filter_map(|w| w.request.customer().map(|email| (email, w.now)))
-            .filter(|&(email, _)| seen.insert(email))
-            .collect();
-        books.open(&mut tx, &at).await?;
         let mut answers = Vec::with_capacity(carried.len());
         for ((&i, claim), found) in firsts.iter().zip(&claims).zip(found) {
             let write = writes[i];
@@ -1188,27 +1246,6 @@ async fn claim_keys(
         .collect()
 }
 
-/// What each of `claims` (distinct) came to when its key's first request was carried out:
-/// `None` for a key no committed request holds (to be carried out here, its key written
-/// with its answer: [`KeyRows::Unwritten`]). One statement, and nothing waited for: a key
-/// another transaction takes meanwhile fails this transaction at its write, and its
-/// requests are carried out again one by one.
-async fn first_requests(
-    tx: &mut Tx,
-    claims: &[KeyClaim<'_>],
-) -> Result<Vec<Option<Keyed>>, StoreError> {
-    let all: Vec<&KeyClaim<'_>> = claims.iter().collect();
-    let mut earlier = read_keys(tx, &all).await?;
-    Ok(claims
-        .iter()
-        .map(|claim| {
-            earlier
-                .remove(&key_id(claim))
-                .map(|first| first.keyed(claim))
-        })
-        .collect())
-}
-
 /// A key's row as its first request left it.
 struct FirstRequest {
     fingerprint: String,
@@ -1248,20 +1285,26 @@ fn key_id(claim: &KeyClaim<'_>) -> (String, String) {
     )
 }
 
-/// The committed rows of the keys of `claims`, with one statement (none when there is none).
-async fn read_keys(
-    tx: &mut Tx,
-    claims: &[&KeyClaim<'_>],
-) -> Result<HashMap<(String, String), FirstRequest>, StoreError> {
-    if claims.is_empty() {
-        return Ok(HashMap::new());
-    }
+/// Keys' first requests as read, by scope and key.
+type FirstRequests = HashMap<(String, String), FirstRequest>;
+
+/// The keys of `claims` as records of [`KEY_COLUMNS`]' first two.
+fn key_records(claims: &[&KeyClaim<'_>]) -> Records {
     let mut keys = Records::default();
     for claim in claims {
         keys.push(serde_json::json!({
             "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
         }));
     }
+    keys
+}
+
+/// The committed rows of the keys of `claims`, with one statement (none when there is none).
+async fn read_keys(tx: &mut Tx, claims: &[&KeyClaim<'_>]) -> Result<FirstRequests, StoreError> {
+    if claims.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let keys = key_records(claims);
     let statement = format!(
         "SELECT r.scope, r.idempotency_key, r.request_hash, \
          CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN {} \
@@ -1288,9 +1331,9 @@ async fn read_keys(
 enum KeyRows {
     /// Claimed first ([`claim_keys`]): each row gets its answer.
     Claimed,
-    /// Read first and held by no committed request ([`first_requests`]): each row is written
-    /// now, with its answer, in one row version. A key another transaction took meanwhile
-    /// fails the statement (the key's unique index), and with it the transaction.
+    /// Read first (with the batch's accounts) and held by no committed request: each row is
+    /// written now, with its answer, in one row version. A key another transaction took
+    /// meanwhile fails the statement (the key's unique index), and with it the transaction.
     Unwritten,
 }
 
