@@ -90,7 +90,7 @@ pub struct Tally {
     pub samples: Vec<String>,
 }
 
-/// What the database says at `now`, read by [`crate::store::Alerts::observe`].
+/// What the database says at `now`, read by `Alerts::observe` (the store's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observations {
     pub now: i64,

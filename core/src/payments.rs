@@ -1,5 +1,5 @@
 //! What Claimcheck asks Stripe to do: open a Checkout Session for an order, refund an order
-//! in full or in part; open and cancel a subscription ([`subscriptions`]). Each goes through
+//! in full or in part; open and cancel a subscription (`subscriptions`). Each goes through
 //! [`StripeApi::send`], so each has an Idempotency-Key derived from the order (or the
 //! subscription's reference), recorded before it is sent.
 

@@ -246,7 +246,7 @@ impl Store {
     ///
     /// SQLite runs in WAL mode with `synchronous=FULL` (a committed claim survives a power
     /// cut), a busy timeout and foreign keys on, reads on a pool and writes on one connection
-    /// ([`sqlite`]); its file and folder are created if missing.
+    /// (`sqlite`); its file and folder are created if missing.
     pub async fn connect(url: &DatabaseUrl, options: &StoreOptions) -> Result<Store, StoreError> {
         let pool = match url.backend() {
             Backend::Sqlite => Pool::Sqlite(sqlite::SqliteDb::connect(url, options).await?),

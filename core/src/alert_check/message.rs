@@ -37,7 +37,7 @@ pub struct Message {
 
 /// The words of alerts: one sentence for what an alert is about, and the messages that go
 /// out on every channel. Links point into `dashboard_url` (no trailing slash): the page
-/// that shows what the alert is about ([`AlertCondition::page`]) and `/alerts`.
+/// that shows what the alert is about (the dashboard's `links::alert`) and `/alerts`.
 pub trait AlertWording: fmt::Debug + Send + Sync {
     /// What a finding is about, in one or two sentences.
     fn summary(&self, detail: &AlertDetail) -> String;

@@ -1753,7 +1753,7 @@ impl Batch for CreditBatch {
 
 impl CreditWriter {
     /// Starts the lanes on the current Tokio runtime: one on SQLite,
-    /// [`POSTGRES_CREDIT_LANES`] on PostgreSQL.
+    /// `POSTGRES_CREDIT_LANES` on PostgreSQL.
     pub fn start(store: Store, packages: Arc<Packages>) -> CreditWriter {
         let backend: Backend = store.backend();
         let batch = CreditBatch {

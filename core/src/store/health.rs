@@ -44,7 +44,7 @@ pub enum Writes {
 impl WriteHealth {
     /// Notes what a write came to at `now_ms`: a refusal for lack of space starts (or
     /// continues) the outage, a write that went through ends it once no refusal came for
-    /// [`QUIET_MS`]; other errors say nothing about space.
+    /// `QUIET_MS`; other errors say nothing about space.
     pub fn observe<T>(&self, result: &Result<T, StoreError>, now_ms: i64) {
         match result {
             Ok(_) => {

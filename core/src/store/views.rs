@@ -160,7 +160,7 @@ pub struct CustomerView {
     pub customer: String,
     pub balance: i64,
     pub orders: Vec<OrderView>,
-    /// Every claim whose payload names them, newest first (at most [`CUSTOMER_CLAIMS`]):
+    /// Every claim whose payload names them, newest first (at most `CUSTOMER_CLAIMS`):
     /// also those whose order does not exist yet because fulfilment never got that far.
     pub claims: Vec<ClaimView>,
 }
