@@ -2,8 +2,9 @@
 //! default, one order each, spread over 50,000 customers) and times the dashboard's pages as
 //! the server renders them for a signed-in operator: the events list, a later page of it, a
 //! search by email, the orders search by email, the support desk's customer page, the
-//! header search by an order-id prefix, the orders list (all, and one status), and the
-//! claims page with its counted tabs.
+//! header search by an order-id prefix, the orders list (all, and one status), the
+//! claims page with its counted tabs, and the subscriptions (the list, past due, one plan,
+//! one subscription's page with its year of grants).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use claimcheck_core::auth::{Role, hash_password};
 use claimcheck_core::{DatabaseUrl, Store, StoreOptions, now_ms};
 use clap::Args;
 
-use crate::synthetic::{self, SYNTHETIC_CUSTOMERS};
+use crate::synthetic::{self, CLAIMS_PER_SUBSCRIPTION, SYNTHETIC_CUSTOMERS};
 use crate::{Host, SimError};
 
 #[derive(Debug, Clone, Args)]
@@ -125,6 +126,8 @@ pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimErr
         "customer{}@example.ch",
         args.claims.min(SYNTHETIC_CUSTOMERS) / 3
     );
+    // A subscription halfway through the history (the first, in a small one).
+    let subscription = (args.claims / 2 / CLAIMS_PER_SUBSCRIPTION).max(1) * CLAIMS_PER_SUBSCRIPTION;
     let pages = [
         ("events list", "/events".to_owned()),
         (
@@ -147,6 +150,19 @@ pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimErr
         (
             "claims page, failed tab",
             "/claims?status=failed".to_owned(),
+        ),
+        ("subscriptions list", "/subscriptions".to_owned()),
+        (
+            "subscriptions, past due",
+            "/subscriptions?past_due=1".to_owned(),
+        ),
+        (
+            "subscriptions, one plan",
+            "/subscriptions?plan=thesis-monthly".to_owned(),
+        ),
+        (
+            "subscription page",
+            format!("/subscriptions/sub_syn_{subscription}"),
         ),
     ];
     report(&format!(

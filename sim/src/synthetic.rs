@@ -1,12 +1,21 @@
 //! Synthetic history for `bench-dashboard`: many processed claims with their orders and the
-//! search terms their payloads would name (the customer's e-mail, the order id), written in
-//! bulk by the database itself, straight into the schema the migrations made.
+//! search terms their payloads would name (the customer's e-mail, the order id), and a
+//! subscription for every [`CLAIMS_PER_SUBSCRIPTION`] claims with a year of monthly grants,
+//! written in bulk by the database itself, straight into the schema the migrations made.
 
 use claimcheck_core::{Backend, DatabaseUrl};
 use sqlx::{Database, Executor, IntoArguments, Pool};
 
 /// Customers the synthetic orders are spread over (each has `claims / CUSTOMERS` orders).
 pub const SYNTHETIC_CUSTOMERS: i64 = 50_000;
+
+/// One synthetic subscription (`sub_syn_<i>`) for every this many claims, the claim `i`'s:
+/// one in forty on the plan `thesis-monthly` (the rest `thesis-team`), one in a thousand past
+/// due; each with twelve monthly grants.
+pub const CLAIMS_PER_SUBSCRIPTION: i64 = 20;
+
+/// Grants a synthetic subscription holds (a year of monthly periods).
+const GRANTS_PER_SUBSCRIPTION: i64 = 12;
 
 const CLAIMS_POSTGRES: &str = "\
     INSERT INTO processed_stripe_events (event_id, event_type, object_id, action_key, status, \
@@ -46,6 +55,28 @@ const ORDERS_SQLITE: &str = "\
         $2 + i * 10, $2 + i * 10 \
     FROM s WHERE true ON CONFLICT DO NOTHING";
 
+const SUBSCRIPTION_COLUMNS: &str = "\
+    INSERT INTO subscriptions (subscription_id, subscription_ref, customer_id, customer_email, \
+        plan, status, status_as_of, current_period_end, unpaid_invoice, unpaid_since, \
+        created_at, updated_at) \
+    SELECT 'sub_syn_' || i, 'ref_syn_' || i, 'cus_syn_' || i, \
+        'customer' || (i % $4) || '@example.ch', \
+        CASE WHEN i % 40 = 0 THEN 'thesis-monthly' ELSE 'thesis-team' END, \
+        CASE WHEN i % 1000 = 0 THEN 'past_due' ELSE 'active' END, ($2 + i * 10) / 1000, \
+        ($2 + i * 10) / 1000 + 2592000, \
+        CASE WHEN i % 1000 = 0 THEN 'in_syn_' || i || '_unpaid' END, \
+        CASE WHEN i % 1000 = 0 THEN ($2 + i * 10) / 1000 END, $2 + i * 10, $2 + i * 10 ";
+
+/// The grants of a synthetic subscription's year: `n` of the twelve periods ending
+/// `n` months after its creation.
+const GRANT_COLUMNS: &str = "\
+    INSERT INTO subscription_grants (subscription_id, period_end, step, invoice_id, \
+        period_start, plan, entitled, credits, ceiling, event_id, created_at) \
+    SELECT 'sub_syn_' || i, ($2 + i * 10) / 1000 + n * 2592000, 'period', \
+        'in_syn_' || i || '_' || n, ($2 + i * 10) / 1000 + (n - 1) * 2592000, \
+        CASE WHEN i % 40 = 0 THEN 'thesis-monthly' ELSE 'thesis-team' END, 40, 40, 40, \
+        'evt_syn_' || i || '_' || n, $2 + i * 10 + n ";
+
 /// Each claim's search terms: its customer's e-mail and its order id ($2 is unused, bound
 /// for the one argument list every statement here takes).
 const TERMS_POSTGRES: &str = "\
@@ -63,16 +94,56 @@ const TERMS_SQLITE: &str = "\
     UNION ALL SELECT 'ord_syn_' || i, 'evt_syn_' || i, 'order' FROM s WHERE true \
     ON CONFLICT DO NOTHING";
 
+fn subscriptions_postgres() -> String {
+    format!(
+        "{SUBSCRIPTION_COLUMNS} FROM generate_series($3::bigint, $1::bigint) AS s(i) \
+         WHERE i % {CLAIMS_PER_SUBSCRIPTION} = 0 AND $4::bigint > 0 ON CONFLICT DO NOTHING"
+    )
+}
+
+fn grants_postgres() -> String {
+    format!(
+        "{GRANT_COLUMNS} FROM generate_series($3::bigint, $1::bigint) AS s(i) \
+         CROSS JOIN generate_series(1, {GRANTS_PER_SUBSCRIPTION}) AS p(n) \
+         WHERE i % {CLAIMS_PER_SUBSCRIPTION} = 0 AND $4::bigint > 0 ON CONFLICT DO NOTHING"
+    )
+}
+
+fn subscriptions_sqlite() -> String {
+    format!(
+        "WITH RECURSIVE s(i) AS (SELECT $3 UNION ALL SELECT i + 1 FROM s WHERE i < $1) \
+         {SUBSCRIPTION_COLUMNS} FROM s WHERE i % {CLAIMS_PER_SUBSCRIPTION} = 0 AND $4 > 0 \
+         ON CONFLICT DO NOTHING"
+    )
+}
+
+fn grants_sqlite() -> String {
+    format!(
+        "WITH RECURSIVE s(i) AS (SELECT $3 UNION ALL SELECT i + 1 FROM s WHERE i < $1), \
+         p(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM p WHERE n < {GRANTS_PER_SUBSCRIPTION}) \
+         {GRANT_COLUMNS} FROM s CROSS JOIN p WHERE i % {CLAIMS_PER_SUBSCRIPTION} = 0 \
+         AND $4 > 0 ON CONFLICT DO NOTHING"
+    )
+}
+
 /// Brings the synthetic history up to `claims` claims (one order each, a thousandth of them
-/// failed), received 10 ms apart from `since`; returns how many it added. Runs in chunks so
+/// failed; a subscription every [`CLAIMS_PER_SUBSCRIPTION`]), received 10 ms apart from
+/// `since`; returns how many claims it added. Runs in chunks so
 /// that neither backend holds one huge transaction.
 pub async fn seed(database: &DatabaseUrl, claims: i64, since: i64) -> Result<i64, sqlx::Error> {
     match database.backend() {
         Backend::Sqlite => {
             let pool = sqlx::SqlitePool::connect(database.expose()).await?;
+            let (subscriptions, grants) = (subscriptions_sqlite(), grants_sqlite());
             let added = seed_on(
                 &pool,
-                [CLAIMS_SQLITE, ORDERS_SQLITE, TERMS_SQLITE],
+                [
+                    CLAIMS_SQLITE,
+                    ORDERS_SQLITE,
+                    TERMS_SQLITE,
+                    &subscriptions,
+                    &grants,
+                ],
                 claims,
                 since,
             )
@@ -82,9 +153,16 @@ pub async fn seed(database: &DatabaseUrl, claims: i64, since: i64) -> Result<i64
         }
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(database.expose()).await?;
+            let (subscriptions, grants) = (subscriptions_postgres(), grants_postgres());
             let added = seed_on(
                 &pool,
-                [CLAIMS_POSTGRES, ORDERS_POSTGRES, TERMS_POSTGRES],
+                [
+                    CLAIMS_POSTGRES,
+                    ORDERS_POSTGRES,
+                    TERMS_POSTGRES,
+                    &subscriptions,
+                    &grants,
+                ],
                 claims,
                 since,
             )
@@ -97,7 +175,7 @@ pub async fn seed(database: &DatabaseUrl, claims: i64, since: i64) -> Result<i64
 
 async fn seed_on<DB>(
     pool: &Pool<DB>,
-    inserts: [&str; 3],
+    inserts: [&str; 5],
     claims: i64,
     since: i64,
 ) -> Result<i64, sqlx::Error>

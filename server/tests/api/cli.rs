@@ -705,6 +705,10 @@ fn bench_dashboard_seeds_and_times_every_page() {
         "failed only",
         "events, search by email",
         "orders, search by email",
+        "subscriptions list",
+        "subscriptions, past due",
+        "subscriptions, one plan",
+        "subscription page",
     ] {
         let line = stdout
             .lines()
