@@ -9,9 +9,10 @@ use sqlx::{Database, Executor, IntoArguments, Pool};
 /// Customers the synthetic orders are spread over (each has `claims / CUSTOMERS` orders).
 pub const SYNTHETIC_CUSTOMERS: i64 = 50_000;
 
-/// One synthetic subscription (`sub_syn_<i>`) for every this many claims, the claim `i`'s:
-/// one in forty on the plan `thesis-monthly` (the rest `thesis-team`), one in a thousand past
-/// due; each with twelve monthly grants.
+/// One synthetic subscription (`sub_syn_<i>`) for every this many claims, the claim `i`'s
+/// (`i` a multiple of 20): every other one on the plan `thesis-monthly` (`i` a multiple of
+/// 40; the rest `thesis-team`), one in fifty past due (`i` a multiple of 1,000); each with
+/// twelve monthly grants.
 pub const CLAIMS_PER_SUBSCRIPTION: i64 = 20;
 
 /// Grants a synthetic subscription holds (a year of monthly periods).
