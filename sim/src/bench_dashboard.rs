@@ -67,12 +67,14 @@ pub async fn run(args: DashboardBenchArgs, host: &dyn Host) -> Result<(), SimErr
     store.migrate().await.map_err(wrap)?;
     let started = Instant::now();
     let since = now_ms() - args.claims * 10 - 60_000;
-    let added = synthetic::seed(&database_url, args.claims, since)
+    let seeded = synthetic::seed(&database_url, args.claims, since)
         .await
         .map_err(SimError::Seed)?;
     report(&format!(
-        "seeded {added} claims and orders ({} in all) in {:.1} s on {}",
+        "seeded {} claims and orders ({} in all; {} subscriptions) in {:.1} s on {}",
+        seeded.claims,
         args.claims,
+        seeded.subscriptions,
         started.elapsed().as_secs_f64(),
         store.backend().as_str()
     ));

@@ -127,11 +127,19 @@ fn grants_sqlite() -> String {
     )
 }
 
+/// What [`seed`] did.
+#[derive(Debug, Clone, Copy)]
+pub struct Seeded {
+    /// Claims (with their orders) added.
+    pub claims: i64,
+    /// Synthetic subscriptions the database holds now.
+    pub subscriptions: i64,
+}
+
 /// Brings the synthetic history up to `claims` claims (one order each, a thousandth of them
 /// failed; a subscription every [`CLAIMS_PER_SUBSCRIPTION`]), received 10 ms apart from
-/// `since`; returns how many claims it added. Runs in chunks so
-/// that neither backend holds one huge transaction.
-pub async fn seed(database: &DatabaseUrl, claims: i64, since: i64) -> Result<i64, sqlx::Error> {
+/// `since`. Runs in chunks so that neither backend holds one huge transaction.
+pub async fn seed(database: &DatabaseUrl, claims: i64, since: i64) -> Result<Seeded, sqlx::Error> {
     match database.backend() {
         Backend::Sqlite => {
             let pool = sqlx::SqlitePool::connect(database.expose()).await?;
@@ -179,7 +187,7 @@ async fn seed_on<DB>(
     inserts: [&str; 5],
     claims: i64,
     since: i64,
-) -> Result<i64, sqlx::Error>
+) -> Result<Seeded, sqlx::Error>
 where
     DB: Database,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
@@ -207,5 +215,12 @@ where
     // Fresh statistics, as autovacuum (PostgreSQL) or an operator's ANALYZE (SQLite) would
     // give a database after a bulk load; without them the planner guesses.
     sqlx::query("ANALYZE").execute(pool).await?;
-    Ok((claims - have).max(0))
+    let (subscriptions,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM subscriptions WHERE subscription_id LIKE 'sub_syn_%'")
+            .fetch_one(pool)
+            .await?;
+    Ok(Seeded {
+        claims: (claims - have).max(0),
+        subscriptions,
+    })
 }

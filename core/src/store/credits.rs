@@ -856,11 +856,12 @@ impl Credits<'_> {
 
     /// Carries out `writes` in one transaction (one commit for all of them): each once
     /// under its key, as [`Credits::apply`] would one by one, with a few statements for the
-    /// whole batch: the keys read together, each customer's account read once (all of them
+    /// whole batch: the keys read with the customers' accounts (each read once, all of them
     /// together), the ledger rows and the keys with their answers written together. On
     /// PostgreSQL the customers are locked first, in one order for every batch, so two
-    /// batches never wait for each other in a circle. A write under a key an earlier write of the batch took is
-    /// carried out after the commit, on its own: it gets that write's answer.
+    /// batches never wait for each other in a circle. A write under a key an earlier write of
+    /// the batch took is carried out after the commit, on its own: it gets that write's
+    /// answer.
     pub async fn apply_batch(
         self,
         writes: &[&CreditWrite],

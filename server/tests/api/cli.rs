@@ -699,6 +699,8 @@ fn bench_dashboard_seeds_and_times_every_page() {
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("seeded 3000 claims and orders"), "{stdout}");
+    // One subscription for every twentieth claim, so the subscription pages show some.
+    assert!(stdout.contains("; 150 subscriptions)"), "{stdout}");
     for page in [
         "events list",
         "a page deep in the history",
