@@ -26,6 +26,12 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
+mod schedules;
+
+pub use schedules::{
+    NextPhase, PhaseItem, ScheduleFacts, ScheduledPhase, expanded_price, read_schedule,
+};
+
 use crate::fulfilment::{
     MAX_CREDITS, Price, expandable_id, metadata_value, parse_credits, parse_price,
 };
@@ -834,6 +840,28 @@ struct ItemPrice {
     currency: Option<String>,
 }
 
+/// The plan a subscription's (or a schedule phase's) priced items bill, and with none, the
+/// first item's price. Items whose price is no plan (an add-on) are left out; of two plans,
+/// the one that grants more names it, as its invoices' grants are.
+pub(crate) fn plan_of_items(
+    items: &[(Price, i64)],
+    plans: &Plans,
+) -> (Option<String>, Option<Price>) {
+    let plan = items
+        .iter()
+        .filter_map(|(price, quantity)| {
+            let plan = plans.by_price(price.amount, &price.currency)?;
+            Some((plan.credits.saturating_mul(*quantity), plan))
+        })
+        .max_by_key(|(credits, _)| *credits)
+        .map(|(_, plan)| plan.name.clone());
+    let unmatched = match plan {
+        Some(_) => None,
+        None => items.first().map(|(price, _)| price.clone()),
+    };
+    (plan, unmatched)
+}
+
 /// Reads the subscription of a `customer.subscription.*` event.
 pub fn read_subscription(payload: &str, plans: &Plans) -> Result<SubscriptionFacts, BillingError> {
     let event: SubscriptionEvent =
@@ -845,28 +873,20 @@ pub fn read_subscription(payload: &str, plans: &Plans) -> Result<SubscriptionFac
     })?;
     let items = raw.items.map(|items| items.data).unwrap_or_default();
     let item_period_end = items.iter().find_map(|item| item.current_period_end);
-    // Items whose price is no plan (an add-on) are left out; of two plans, the subscription
-    // is named after the one that grants more, as its invoices' grants are.
-    let plan = items
+    let priced: Vec<(Price, i64)> = items
         .iter()
         .filter_map(|item| {
             let price = item.price.as_ref()?;
-            let currency = price.currency.as_deref()?.to_ascii_lowercase();
-            let plan = plans.by_price(price.unit_amount?, &currency)?;
             Some((
-                plan.credits.saturating_mul(item.quantity.unwrap_or(1)),
-                plan,
+                Price {
+                    amount: price.unit_amount?,
+                    currency: price.currency.as_deref()?.to_ascii_lowercase(),
+                },
+                item.quantity.unwrap_or(1),
             ))
         })
-        .max_by_key(|(credits, _)| *credits)
-        .map(|(_, plan)| plan.name.clone());
-    let unmatched_price = items.iter().filter(|_| plan.is_none()).find_map(|item| {
-        let price = item.price.as_ref()?;
-        Some(Price {
-            amount: price.unit_amount?,
-            currency: price.currency.as_deref()?.to_ascii_lowercase(),
-        })
-    });
+        .collect();
+    let (plan, unmatched_price) = plan_of_items(&priced, plans);
     Ok(SubscriptionFacts {
         subscription_id: raw.id,
         subscription_ref: raw.metadata.get(REF_KEY).and_then(metadata_value),

@@ -55,6 +55,19 @@ pub enum EventKind {
     CustomerSubscriptionUpdated,
     /// A subscription ended.
     CustomerSubscriptionDeleted,
+    /// A subscription schedule was made: the phase it moves its subscription to next.
+    SubscriptionScheduleCreated,
+    /// A schedule's phases changed, or its next phase began; the latest by Stripe's
+    /// `created` wins.
+    SubscriptionScheduleUpdated,
+    /// A schedule let its subscription go: nothing more is scheduled.
+    SubscriptionScheduleReleased,
+    /// Likewise, the schedule canceled (with its subscription).
+    SubscriptionScheduleCanceled,
+    /// Likewise, its last phase over.
+    SubscriptionScheduleCompleted,
+    /// Likewise, its subscription ended by a failed payment.
+    SubscriptionScheduleAborted,
     /// Related to a Checkout payment, never its source of truth: recorded only.
     PaymentIntentSucceeded,
     /// Likewise.
@@ -71,6 +84,8 @@ pub enum EventKind {
     InvoicePaymentSucceeded,
     /// An invoice was drafted; nothing is paid yet.
     InvoiceCreated,
+    /// A schedule ends in seven days: a notice, its `completed`/`released` event acts.
+    SubscriptionScheduleExpiring,
 }
 }
 
@@ -92,9 +107,10 @@ pub enum ActionStep {
     /// `charge.refunded` is sent once per refund, always on the same charge, each raising
     /// the cumulative `amount_refunded`: that amount is the step.
     AmountRefunded,
-    /// A subscription's status events are each a new state of the same object: the event's
-    /// `created` (Stripe's unix seconds) and a digest of the state it sets are the step, so
-    /// twins share it and later changes, even within the same second, do not.
+    /// A subscription's (or a subscription schedule's) events are each a new state of the
+    /// same object: the event's `created` (Stripe's unix seconds) and a digest of the state it
+    /// sets are the step, so twins share it and later changes, even within the same second,
+    /// do not.
     EventCreated,
 }
 
@@ -123,6 +139,13 @@ impl EventKind {
             EventKind::CustomerSubscriptionDeleted => "customer.subscription.deleted",
             EventKind::InvoicePaymentSucceeded => "invoice.payment_succeeded",
             EventKind::InvoiceCreated => "invoice.created",
+            EventKind::SubscriptionScheduleCreated => "subscription_schedule.created",
+            EventKind::SubscriptionScheduleUpdated => "subscription_schedule.updated",
+            EventKind::SubscriptionScheduleReleased => "subscription_schedule.released",
+            EventKind::SubscriptionScheduleCanceled => "subscription_schedule.canceled",
+            EventKind::SubscriptionScheduleCompleted => "subscription_schedule.completed",
+            EventKind::SubscriptionScheduleAborted => "subscription_schedule.aborted",
+            EventKind::SubscriptionScheduleExpiring => "subscription_schedule.expiring",
         }
     }
 
@@ -147,14 +170,21 @@ impl EventKind {
             | EventKind::InvoicePaymentFailed
             | EventKind::CustomerSubscriptionCreated
             | EventKind::CustomerSubscriptionUpdated
-            | EventKind::CustomerSubscriptionDeleted => Role::Acting,
+            | EventKind::CustomerSubscriptionDeleted
+            | EventKind::SubscriptionScheduleCreated
+            | EventKind::SubscriptionScheduleUpdated
+            | EventKind::SubscriptionScheduleReleased
+            | EventKind::SubscriptionScheduleCanceled
+            | EventKind::SubscriptionScheduleCompleted
+            | EventKind::SubscriptionScheduleAborted => Role::Acting,
             EventKind::PaymentIntentSucceeded
             | EventKind::ChargeSucceeded
             | EventKind::RefundCreated
             | EventKind::PaymentIntentPaymentFailed
             | EventKind::ChargeFailed
             | EventKind::InvoicePaymentSucceeded
-            | EventKind::InvoiceCreated => Role::Telemetry,
+            | EventKind::InvoiceCreated
+            | EventKind::SubscriptionScheduleExpiring => Role::Telemetry,
         }
     }
 
@@ -180,7 +210,13 @@ impl EventKind {
                 EventKind::ChargeRefunded => ActionStep::AmountRefunded,
                 EventKind::CustomerSubscriptionCreated
                 | EventKind::CustomerSubscriptionUpdated
-                | EventKind::CustomerSubscriptionDeleted => ActionStep::EventCreated,
+                | EventKind::CustomerSubscriptionDeleted
+                | EventKind::SubscriptionScheduleCreated
+                | EventKind::SubscriptionScheduleUpdated
+                | EventKind::SubscriptionScheduleReleased
+                | EventKind::SubscriptionScheduleCanceled
+                | EventKind::SubscriptionScheduleCompleted
+                | EventKind::SubscriptionScheduleAborted => ActionStep::EventCreated,
                 EventKind::CheckoutSessionCompleted
                 | EventKind::CheckoutSessionAsyncPaymentSucceeded
                 | EventKind::CheckoutSessionAsyncPaymentFailed
@@ -195,7 +231,8 @@ impl EventKind {
                 | EventKind::InvoicePaid
                 | EventKind::InvoicePaymentFailed
                 | EventKind::InvoicePaymentSucceeded
-                | EventKind::InvoiceCreated => ActionStep::OncePerObject,
+                | EventKind::InvoiceCreated
+                | EventKind::SubscriptionScheduleExpiring => ActionStep::OncePerObject,
             }),
         }
     }
@@ -221,6 +258,13 @@ impl EventKind {
             EventKind::CustomerSubscriptionCreated
             | EventKind::CustomerSubscriptionUpdated
             | EventKind::CustomerSubscriptionDeleted => "subscription",
+            EventKind::SubscriptionScheduleCreated
+            | EventKind::SubscriptionScheduleUpdated
+            | EventKind::SubscriptionScheduleReleased
+            | EventKind::SubscriptionScheduleCanceled
+            | EventKind::SubscriptionScheduleCompleted
+            | EventKind::SubscriptionScheduleAborted
+            | EventKind::SubscriptionScheduleExpiring => "subscription_schedule",
         }
     }
 }
@@ -247,7 +291,7 @@ mod tests {
     #[test]
     fn the_acting_kinds_come_first_and_each_has_its_step() {
         let acting: Vec<EventKind> = EventKind::acting().collect();
-        assert_eq!(acting.len(), 12);
+        assert_eq!(acting.len(), 18);
         assert_eq!(&EventKind::ALL[..acting.len()], &acting[..]);
         for &kind in EventKind::ALL {
             assert_eq!(kind.action_step().is_some(), kind.is_acting(), "{kind}");

@@ -10,7 +10,8 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use crate::billing::{
-    self, BillingError, BillingReason, Decision, Entitlement, Invoice, Plans, SubscriptionFacts,
+    self, BillingError, BillingReason, Decision, Entitlement, Invoice, NextPhase, Plans,
+    ScheduledPhase, SubscriptionFacts,
 };
 use crate::event_kind::EventKind;
 use crate::ids::{IdError, OrderId};
@@ -193,6 +194,8 @@ pub enum Plan {
     /// What an event says of a subscription: its new state, or (its Checkout Session) whose
     /// it is.
     Subscription(SubscriptionFacts),
+    /// What a subscription schedule's event says comes next for its subscription.
+    Schedule(ScheduleChange),
     /// Recorded, no effect: a Billing event when no plan is on sale, a failed payment of an
     /// invoice that belongs to no subscription.
     Record { why: &'static str },
@@ -214,6 +217,51 @@ pub struct PaidInvoice {
     /// When its credits lapse (unix ms): the end of the last period it pays for, when every
     /// plan it grants from says `reset`; `None` when they carry over.
     pub lapses_at: Option<i64>,
+}
+
+/// A subscription schedule's latest state, as one of its events tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleChange {
+    pub schedule_id: String,
+    pub subscription_id: String,
+    /// Stripe's `created` of the event: an older state never overwrites a newer one.
+    pub as_of: i64,
+    pub next: PhaseToCome,
+}
+
+/// The phase a schedule moves its subscription to next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PhaseToCome {
+    /// Nothing more (the schedule released, canceled, completed or aborted, or its last
+    /// phase running).
+    Nothing,
+    /// The next phase, what it bills named in the shop's plans.
+    Named(ScheduledPhase),
+    /// The next phase names a price by id only: the worker reads it from Stripe
+    /// ([`ScheduleChange::priced`]); until then the store writes nothing and the claim is
+    /// retried.
+    Unpriced(NextPhase),
+}
+
+impl ScheduleChange {
+    /// The price ids still to read from Stripe.
+    pub fn unpriced(&self) -> Vec<String> {
+        match &self.next {
+            PhaseToCome::Unpriced(phase) => phase.unpriced(),
+            PhaseToCome::Nothing | PhaseToCome::Named(_) => Vec::new(),
+        }
+    }
+
+    /// Records what `price_id` costs; once every price of the next phase is known, the phase
+    /// is named.
+    pub fn priced(&mut self, price_id: &str, price: &Price, plans: &Plans) {
+        if let PhaseToCome::Unpriced(phase) = &mut self.next {
+            phase.price(price_id, price);
+            if let Some(named) = phase.named(plans) {
+                self.next = PhaseToCome::Named(named);
+            }
+        }
+    }
 }
 
 /// A failed payment of a subscription's invoice.
@@ -289,6 +337,13 @@ pub fn order_ref(event_type: &str, payload: &str) -> Option<OrderRef> {
         | EventKind::CustomerSubscriptionCreated
         | EventKind::CustomerSubscriptionUpdated
         | EventKind::CustomerSubscriptionDeleted
+        | EventKind::SubscriptionScheduleCreated
+        | EventKind::SubscriptionScheduleUpdated
+        | EventKind::SubscriptionScheduleReleased
+        | EventKind::SubscriptionScheduleCanceled
+        | EventKind::SubscriptionScheduleCompleted
+        | EventKind::SubscriptionScheduleAborted
+        | EventKind::SubscriptionScheduleExpiring
         | EventKind::InvoicePaymentSucceeded
         | EventKind::InvoiceCreated => None,
     }
@@ -447,6 +502,12 @@ pub fn plan(
         | EventKind::CustomerSubscriptionCreated
         | EventKind::CustomerSubscriptionUpdated
         | EventKind::CustomerSubscriptionDeleted
+        | EventKind::SubscriptionScheduleCreated
+        | EventKind::SubscriptionScheduleUpdated
+        | EventKind::SubscriptionScheduleReleased
+        | EventKind::SubscriptionScheduleCanceled
+        | EventKind::SubscriptionScheduleCompleted
+        | EventKind::SubscriptionScheduleAborted
             if plans.is_empty() =>
         {
             Ok(Plan::Record { why: NO_PLANS })
@@ -458,6 +519,12 @@ pub fn plan(
         | EventKind::CustomerSubscriptionDeleted => Ok(Plan::Subscription(
             billing::read_subscription(payload, plans)?,
         )),
+        EventKind::SubscriptionScheduleCreated
+        | EventKind::SubscriptionScheduleUpdated
+        | EventKind::SubscriptionScheduleReleased
+        | EventKind::SubscriptionScheduleCanceled
+        | EventKind::SubscriptionScheduleCompleted
+        | EventKind::SubscriptionScheduleAborted => plan_schedule(payload, plans),
         EventKind::CheckoutSessionCompleted => plan_session(payload, None, packages),
         EventKind::CheckoutSessionAsyncPaymentSucceeded => {
             plan_session(payload, Some(SessionAction::Unlock), packages)
@@ -475,8 +542,35 @@ pub fn plan(
         | EventKind::PaymentIntentPaymentFailed
         | EventKind::ChargeFailed
         | EventKind::InvoicePaymentSucceeded
-        | EventKind::InvoiceCreated => Err(not_acting()),
+        | EventKind::InvoiceCreated
+        | EventKind::SubscriptionScheduleExpiring => Err(not_acting()),
     }
+}
+
+/// Why a schedule's event changes nothing: it has not started its subscription.
+pub const SCHEDULE_NOT_STARTED: &str =
+    "the subscription schedule has not started its subscription yet";
+
+fn plan_schedule(payload: &str, plans: &Plans) -> Result<Plan, PlanError> {
+    let facts = billing::read_schedule(payload)?;
+    let Some(subscription_id) = facts.subscription_id else {
+        return Ok(Plan::Record {
+            why: SCHEDULE_NOT_STARTED,
+        });
+    };
+    let next = match facts.next {
+        None => PhaseToCome::Nothing,
+        Some(phase) => match phase.named(plans) {
+            Some(named) => PhaseToCome::Named(named),
+            None => PhaseToCome::Unpriced(phase),
+        },
+    };
+    Ok(Plan::Schedule(ScheduleChange {
+        schedule_id: facts.schedule_id,
+        subscription_id,
+        as_of: facts.as_of,
+        next,
+    }))
 }
 
 fn plan_paid_invoice(payload: &str, plans: &Plans) -> Result<Plan, PlanError> {

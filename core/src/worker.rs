@@ -221,7 +221,9 @@ impl Worker {
         Ok(attempts)
     }
 
-    /// What `claim` does. A paid invoice whose credits name no customer (no e-mail on it, no
+    /// What `claim` does. A subscription schedule's next phase that names prices by id only
+    /// has them read from Stripe (until `ask_until`); one not read leaves the claim to be
+    /// retried. A paid invoice whose credits name no customer (no e-mail on it, no
     /// order-API reference in its subscription's metadata) and whose subscription nothing
     /// here knows yet has the subscription read from Stripe (until `ask_until`, unix ms),
     /// whose metadata may carry the reference; if that fails, the store says so and the claim
@@ -234,6 +236,26 @@ impl Worker {
             &self.config.plans,
         )
         .map_err(|error| error.to_string())?;
+        if let (Plan::Schedule(change), Some(api)) = (&mut planned, &self.config.stripe) {
+            for price_id in change.unpriced() {
+                // A GET: given up at the budget's end without harm; the store then writes
+                // nothing and the claim is retried.
+                let budget = u64::try_from(ask_until - now_ms()).unwrap_or(0);
+                let asked =
+                    tokio::time::timeout(Duration::from_millis(budget), api.price(&price_id)).await;
+                match asked {
+                    Ok(Ok(price)) => change.priced(&price_id, &price, &self.config.plans),
+                    Ok(Err(error)) => {
+                        tracing::warn!(error = %error, price = %price_id, "reading a price from Stripe failed");
+                        break;
+                    }
+                    Err(_) => {
+                        tracing::warn!(price = %price_id, "Stripe did not answer about a price within half the lease");
+                        break;
+                    }
+                }
+            }
+        }
         if let (Plan::Invoice(paid), Some(api)) = (&mut planned, &self.config.stripe) {
             let invoice = &mut paid.invoice;
             let nameless = invoice.customer_email.is_none()
@@ -349,6 +371,15 @@ impl Worker {
             Ok(Fulfilled::CustomerUnknown { invoice_id }) => {
                 let error = format!(
                     "invoice {invoice_id} names no customer yet (no e-mail on it, no Checkout Session of its subscription, no subscription_ref the order API was asked for, in the invoice or, when this worker could ask, in Stripe's subscription); retried while attempts last, then failed for an operator to re-drive once an event names the customer"
+                );
+                self.fail(claim, error).await
+            }
+            Ok(Fulfilled::PriceUnknown {
+                schedule_id,
+                price_id,
+            }) => {
+                let error = format!(
+                    "subscription schedule {schedule_id}: its next phase bills price {price_id}, which its event names by id only and this worker could not read from Stripe yet (no API key, an error from Stripe, or no answer within half the lease); retried while attempts last"
                 );
                 self.fail(claim, error).await
             }

@@ -33,13 +33,24 @@ fn why(kind: EventKind) -> Option<&'static str> {
              state it carries (two changes in one second do not), and a late older state never \
              overwrites a newer one",
         ),
+        EventKind::SubscriptionScheduleCreated
+        | EventKind::SubscriptionScheduleUpdated
+        | EventKind::SubscriptionScheduleReleased
+        | EventKind::SubscriptionScheduleCanceled
+        | EventKind::SubscriptionScheduleCompleted
+        | EventKind::SubscriptionScheduleAborted => Some(
+            "each is a new state of one schedule (its status and phases); twins share the \
+             event's `created` and that state, and a late older state never overwrites a newer \
+             one",
+        ),
         EventKind::PaymentIntentSucceeded
         | EventKind::ChargeSucceeded
         | EventKind::RefundCreated
         | EventKind::PaymentIntentPaymentFailed
         | EventKind::ChargeFailed
         | EventKind::InvoicePaymentSucceeded
-        | EventKind::InvoiceCreated => None,
+        | EventKind::InvoiceCreated
+        | EventKind::SubscriptionScheduleExpiring => None,
     }
 }
 

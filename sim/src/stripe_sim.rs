@@ -127,6 +127,8 @@ struct SimState {
     billing: HashMap<String, Billing>,
     /// What each `mode=subscription` session starts once paid.
     session_plans: HashMap<String, SessionPlan>,
+    /// Every price billed or scheduled, by id (`GET /v1/prices/{id}`).
+    prices: HashMap<String, billing::Price>,
     invoices: BTreeMap<String, Value>,
     /// Test clocks and their frozen time (unix seconds).
     clocks: BTreeMap<String, i64>,
@@ -1196,8 +1198,8 @@ async fn not_found() -> Response {
             None,
             "Unrecognized request URL. The Claimcheck Stripe simulator knows \
              POST /v1/checkout/sessions, GET /v1/checkout/sessions/{id}, POST \
-             /v1/checkout/sessions/{id}/expire, POST /v1/refunds and \
-             GET, POST and DELETE /v1/subscriptions/{id}.",
+             /v1/checkout/sessions/{id}/expire, POST /v1/refunds, \
+             GET, POST and DELETE /v1/subscriptions/{id} and GET /v1/prices/{id}.",
         ),
         false,
     )

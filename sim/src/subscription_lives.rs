@@ -28,8 +28,9 @@ pub enum Life {
     /// Cancelled at the end of its second period.
     Cancelled,
     /// Upgraded to the second plan an hour into its second period (the proration paid), then
-    /// moved back to its plan at that period's end without proration: shown as a scheduled
-    /// change until the renewal bills it.
+    /// moved back to its plan at that period's end, every other one without proration and
+    /// the others through a subscription schedule: shown as a scheduled change until the
+    /// change is made.
     Changed,
 }
 
@@ -274,6 +275,7 @@ pub async fn run(
         if month > 1 {
             continue;
         }
+        let mut changed = 0;
         for subscription in &mut sold {
             match subscription.life {
                 Life::RetryPaid => {
@@ -307,12 +309,24 @@ pub async fn run(
                     // The upgrade in force, nothing waiting; then the move back waits for
                     // the period's end.
                     until_shown(&calls, &subscription.reference, &upgrade.name, None).await?;
-                    calls
-                        .control(
-                            &change,
-                            json!({ "unit_amount": base_amount, "at_period_end": true }),
-                        )
-                        .await?;
+                    changed += 1;
+                    if changed % 2 == 1 {
+                        calls
+                            .control(
+                                &change,
+                                json!({ "unit_amount": base_amount, "at_period_end": true }),
+                            )
+                            .await?;
+                    } else {
+                        // Stripe's Dashboard schedules a downgrade: the phase names the price
+                        // by id, which the target reads from Stripe.
+                        calls
+                            .control(
+                                &format!("/_sim/subscriptions/{id}/schedule"),
+                                json!({ "unit_amount": base_amount }),
+                            )
+                            .await?;
+                    }
                     until_shown(&calls, &subscription.reference, &upgrade.name, Some(plan)).await?;
                 }
                 Life::Renews | Life::Unpaid => {}

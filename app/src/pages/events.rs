@@ -430,7 +430,13 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             EventKind::InvoicePaymentFailed
             | EventKind::CustomerSubscriptionCreated
             | EventKind::CustomerSubscriptionUpdated
-            | EventKind::CustomerSubscriptionDeleted,
+            | EventKind::CustomerSubscriptionDeleted
+            | EventKind::SubscriptionScheduleCreated
+            | EventKind::SubscriptionScheduleUpdated
+            | EventKind::SubscriptionScheduleReleased
+            | EventKind::SubscriptionScheduleCanceled
+            | EventKind::SubscriptionScheduleCompleted
+            | EventKind::SubscriptionScheduleAborted,
         ) => t_string!(i18n, events.effect_subscription).to_string(),
         Some(
             EventKind::PaymentIntentSucceeded
@@ -439,7 +445,8 @@ fn redrive_form(detail: EventDetail) -> impl IntoView {
             | EventKind::PaymentIntentPaymentFailed
             | EventKind::ChargeFailed
             | EventKind::InvoicePaymentSucceeded
-            | EventKind::InvoiceCreated,
+            | EventKind::InvoiceCreated
+            | EventKind::SubscriptionScheduleExpiring,
         )
         | None => t_string!(i18n, events.effect_nothing).to_string(),
     };

@@ -21,6 +21,7 @@ use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::billing::{Interval, Plans};
 use crate::clock::now_ms;
 use crate::error::StoreError;
+use crate::fulfilment::Price;
 use crate::ids::SubscriptionRef;
 use crate::store::{
     NewSubscriptionCheckout, OrderCreation, Store, StripeRequestView, SubscriptionCheckoutView,
@@ -248,19 +249,17 @@ impl StripeRequest for CancelRequest {
     }
 }
 
-/// `GET /v1/subscriptions/{id}` (a read: no key), answered as JSON.
-struct RetrieveSubscription {
-    subscription_id: String,
+/// A GET of one object (`/subscriptions/{id}`, `/prices/{id}`: a read, no key), answered as
+/// JSON.
+struct Retrieve {
+    path: String,
 }
 
-impl StripeRequest for RetrieveSubscription {
+impl StripeRequest for Retrieve {
     type Output = miniserde::json::Value;
 
     fn build(&self) -> RequestBuilder {
-        RequestBuilder::new(
-            StripeMethod::Get,
-            format!("/subscriptions/{}", self.subscription_id),
-        )
+        RequestBuilder::new(StripeMethod::Get, self.path.clone())
     }
 }
 
@@ -272,36 +271,54 @@ impl StripeApi {
         &self,
         subscription_id: &str,
     ) -> Result<Option<String>, CallError> {
-        let unreadable = |last: String| CallError::Indeterminate {
-            key: format!("GET subscription {subscription_id}"),
-            attempts: 1,
-            last,
-        };
-        // An id from a payload goes into a path: Stripe's ids are letters, digits and `_`.
-        if subscription_id.is_empty()
-            || !subscription_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            return Err(unreadable("not a Stripe subscription id".into()));
-        }
-        let answer = RetrieveSubscription {
-            subscription_id: subscription_id.to_owned(),
-        }
-        .customize()
-        .send(self.client())
-        .await;
-        self.observer()
-            .stripe_answered("retrieve_subscription", crate::stripe::answer_of(&answer));
-        let answer = answer.map_err(|e| unreadable(e.to_string()))?;
-        let subscription: serde_json::Value =
-            serde_json::from_str(&miniserde::json::to_string(&answer))
-                .map_err(|e| unreadable(e.to_string()))?;
+        let subscription = self
+            .retrieve("subscriptions", subscription_id, "retrieve_subscription")
+            .await?;
         Ok(subscription["metadata"][crate::billing::REF_KEY]
             .as_str()
             .map(str::trim)
             .filter(|r| !r.is_empty())
             .map(str::to_owned))
+    }
+
+    /// What a price costs (`GET /v1/prices/{id}`), for a subscription schedule's phase that
+    /// names it by id only.
+    pub async fn price(&self, price_id: &str) -> Result<Price, CallError> {
+        let price = self.retrieve("prices", price_id, "retrieve_price").await?;
+        crate::billing::expanded_price(&price).ok_or_else(|| CallError::Indeterminate {
+            key: format!("GET prices {price_id}"),
+            attempts: 1,
+            last: "the price has no unit_amount and currency".into(),
+        })
+    }
+
+    /// `GET /v1/{collection}/{id}`, as JSON; `operation` names it in the metrics.
+    async fn retrieve(
+        &self,
+        collection: &str,
+        id: &str,
+        operation: &'static str,
+    ) -> Result<serde_json::Value, CallError> {
+        let unreadable = |last: String| CallError::Indeterminate {
+            key: format!("GET {collection} {id}"),
+            attempts: 1,
+            last,
+        };
+        // An id from a payload goes into a path: Stripe's ids are letters, digits and `_`.
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(unreadable(format!("not a Stripe id: {id:?}")));
+        }
+        let answer = Retrieve {
+            path: format!("/{collection}/{id}"),
+        }
+        .customize()
+        .send(self.client())
+        .await;
+        self.observer()
+            .stripe_answered(operation, crate::stripe::answer_of(&answer));
+        let answer = answer.map_err(|e| unreadable(e.to_string()))?;
+        serde_json::from_str(&miniserde::json::to_string(&answer))
+            .map_err(|e| unreadable(e.to_string()))
     }
 }
 

@@ -75,7 +75,10 @@ macro_rules! acting_types {
          'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', \
          'charge.refunded', 'refund.failed', 'charge.dispute.created', 'charge.dispute.closed', \
          'invoice.paid', 'invoice.payment_failed', 'customer.subscription.created', \
-         'customer.subscription.updated', 'customer.subscription.deleted')"
+         'customer.subscription.updated', 'customer.subscription.deleted', \
+         'subscription_schedule.created', 'subscription_schedule.updated', \
+         'subscription_schedule.released', 'subscription_schedule.canceled', \
+         'subscription_schedule.completed', 'subscription_schedule.aborted')"
     };
 }
 

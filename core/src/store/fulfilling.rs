@@ -29,6 +29,12 @@ pub enum Fulfilled {
     /// Checkout Session of its subscription, no reference the order API was asked for):
     /// nothing was written; retry later.
     CustomerUnknown { invoice_id: String },
+    /// A subscription schedule's next phase names a price not read from Stripe yet: nothing
+    /// was written; retry later.
+    PriceUnknown {
+        schedule_id: String,
+        price_id: String,
+    },
 }
 
 /// What an order row becomes when a session event meets an existing one. Status precedence:
@@ -451,6 +457,15 @@ async fn apply_plan<T: FulfilTx + MoneyTx + SubscribeTx + Send>(
             tx.mark_unpaid(unpaid, now).await?;
         }
         Plan::Subscription(facts) => tx.upsert_subscription(facts, None, now).await?,
+        Plan::Schedule(change) => {
+            if let Some(price_id) = change.unpriced().into_iter().next() {
+                return Ok(Fulfilled::PriceUnknown {
+                    schedule_id: change.schedule_id.clone(),
+                    price_id,
+                });
+            }
+            tx.upsert_schedule(change, now).await?;
+        }
         Plan::Record { .. } => {}
     }
     crate::failpoint::hit("after-ledger").await;
@@ -476,6 +491,7 @@ fn distinct_sessions<'a>(batch: &[(&'a LeasedClaim, &'a Plan)]) -> Option<Vec<Se
             | Plan::Invoice(_)
             | Plan::InvoiceUnpaid(_)
             | Plan::Subscription(_)
+            | Plan::Schedule(_)
             | Plan::Record { .. } => None,
         })
         .collect::<Option<_>>()?;

@@ -13,7 +13,7 @@
 use super::Write;
 use super::fulfilling::Fulfilled;
 use crate::billing::{Period, PeriodSoFar, Step, SubscriptionFacts};
-use crate::fulfilment::{PaidInvoice, UnpaidInvoice};
+use crate::fulfilment::{PaidInvoice, PhaseToCome, ScheduleChange, UnpaidInvoice};
 
 /// The event carries a state at least as recent as the one recorded.
 macro_rules! newer_state {
@@ -103,6 +103,44 @@ const UPSERT_SUBSCRIPTION: &str = concat!(
     follows_state!("renewal_price_amount"),
     follows_state!("renewal_price_currency"),
     follows_state!("status_as_of"),
+    "updated_at = excluded.updated_at"
+);
+
+/// The schedule event's state is at least as recent as the one recorded.
+macro_rules! newer_schedule {
+    () => {
+        "excluded.schedule_as_of >= COALESCE(subscriptions.schedule_as_of, 0)"
+    };
+}
+
+/// `column` set from the schedule event when it is at least as recent as the one recorded.
+macro_rules! follows_schedule {
+    ($column:literal) => {
+        concat!(
+            $column,
+            " = CASE WHEN ",
+            newer_schedule!(),
+            " THEN excluded.",
+            $column,
+            " ELSE subscriptions.",
+            $column,
+            " END, "
+        )
+    };
+}
+
+/// What a schedule has next for its subscription (the phase's start, its plan or, with
+/// none, its price; all `NULL` when nothing more is scheduled), moved only by a schedule
+/// event at least as recent as the recorded one. The row is created when the schedule's
+/// event comes first; the subscription's own events fill in the rest.
+const UPSERT_SCHEDULE: &str = concat!(
+    "INSERT INTO subscriptions (subscription_id, created_at, updated_at, schedule_id,         schedule_as_of, scheduled_at, scheduled_plan, scheduled_price_amount,         scheduled_price_currency)     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8)     ON CONFLICT (subscription_id) DO UPDATE SET ",
+    follows_schedule!("schedule_id"),
+    follows_schedule!("scheduled_at"),
+    follows_schedule!("scheduled_plan"),
+    follows_schedule!("scheduled_price_amount"),
+    follows_schedule!("scheduled_price_currency"),
+    follows_schedule!("schedule_as_of"),
     "updated_at = excluded.updated_at"
 );
 
@@ -202,6 +240,9 @@ pub(crate) trait SubscribeTx {
         paid: Option<PaidPlan<'a>>,
         now: i64,
     ) -> Write<'a, ()>;
+    /// Writes what a schedule has next for its subscription (its phase named: the caller
+    /// writes nothing for one whose prices are unknown).
+    fn upsert_schedule<'a>(&'a mut self, change: &'a ScheduleChange, now: i64) -> Write<'a, ()>;
     fn clear_unpaid<'a>(
         &'a mut self,
         subscription_id: &'a str,
@@ -261,6 +302,32 @@ macro_rules! impl_subscribe_tx {
                             }),
                         )
                         .bind(paid.map(|p| p.period.start))
+                        .execute(&mut **self)
+                        .await?;
+                    Ok(())
+                })
+            }
+
+            fn upsert_schedule<'a>(
+                &'a mut self,
+                change: &'a ScheduleChange,
+                now: i64,
+            ) -> Write<'a, ()> {
+                Box::pin(async move {
+                    let phase = match &change.next {
+                        PhaseToCome::Named(phase) => Some(phase),
+                        PhaseToCome::Nothing | PhaseToCome::Unpriced(_) => None,
+                    };
+                    let unmatched = phase.and_then(|p| p.unmatched_price.as_ref());
+                    sqlx::query(UPSERT_SCHEDULE)
+                        .bind(change.subscription_id.as_str())
+                        .bind(now)
+                        .bind(change.schedule_id.as_str())
+                        .bind(change.as_of)
+                        .bind(phase.map(|p| p.at))
+                        .bind(phase.and_then(|p| p.plan.as_deref()))
+                        .bind(unmatched.map(|p| p.amount))
+                        .bind(unmatched.map(|p| p.currency.as_str()))
                         .execute(&mut **self)
                         .await?;
                     Ok(())

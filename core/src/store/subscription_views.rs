@@ -46,6 +46,16 @@ pub struct SubscriptionView {
     pub renewal_price_amount: Option<i64>,
     #[serde(skip)]
     pub renewal_price_currency: Option<String>,
+    /// What its subscription schedule has next, as the schedule's latest event says: when
+    /// (unix seconds), the plan it bills or, with none, its price.
+    #[serde(skip)]
+    pub scheduled_at: Option<i64>,
+    #[serde(skip)]
+    pub scheduled_plan: Option<String>,
+    #[serde(skip)]
+    pub scheduled_price_amount: Option<i64>,
+    #[serde(skip)]
+    pub scheduled_price_currency: Option<String>,
     /// A renewal at a price no plan has ([`SubscriptionView::unplanned`]).
     #[sqlx(skip)]
     pub unplanned_renewal: Option<UnplannedRenewal>,
@@ -59,28 +69,37 @@ pub struct UnplannedRenewal {
     /// Minor units.
     pub amount: i64,
     pub currency: String,
-    /// The end of the current period (unix seconds).
+    /// The end of the current period, or the start of the schedule's phase that bills it
+    /// (unix seconds).
     pub at: i64,
 }
 
-/// A plan change Stripe bills from the next renewal on (a price changed without proration):
-/// the current period was paid at `from`, the next one is billed at `to`, from `at`.
+/// A plan change to come: Stripe bills `to` from the next renewal on (a price changed
+/// without proration), or a subscription schedule's next phase moves the subscription to it.
+/// Until `at`, `from` is in force (the plan the current period was paid at).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScheduledChange {
     pub from: String,
     pub to: String,
-    /// The end of the paid period (unix seconds).
+    /// The end of the paid period, or the phase's start (unix seconds).
     pub at: i64,
 }
 
 impl SubscriptionView {
+    /// The change of plan to come: the one the subscription's price already names
+    /// (`price_changed`), else the one its schedule's next phase bills
+    /// (`phase_to_come`).
+    pub fn scheduled(&self) -> Option<ScheduledChange> {
+        self.price_changed().or_else(|| self.phase_to_come())
+    }
+
     /// The change of plan waiting for the period's end: the latest status event names another
     /// plan than the one the current period was paid at, and no invoice has billed it yet
     /// (a prorated upgrade's paid invoice grants at the new plan, so it is not waiting). That
     /// status event must be no older than the latest grant's start: a prorated change's
     /// invoice processed before its own status event is not taken for a move back. A
     /// subscription that ends at the period's end, or has ended, renews at no plan.
-    pub fn scheduled(&self) -> Option<ScheduledChange> {
+    fn price_changed(&self) -> Option<ScheduledChange> {
         let to = self.renewal_plan.as_ref()?;
         let from = self.period_plan.as_ref()?;
         let at = self.paid_through?;
@@ -93,9 +112,48 @@ impl SubscriptionView {
         })
     }
 
+    /// The change a subscription schedule has next: its latest event names a phase to come
+    /// whose plan is not the one in force (the paid period's, else the subscription's), and
+    /// no status event since the phase's start tells that it began (when it begins, Stripe
+    /// changes the subscription's items and the schedule's current phase, and says both).
+    fn phase_to_come(&self) -> Option<ScheduledChange> {
+        let (at, to) = self.phase_not_begun()?;
+        let to = to.as_ref()?;
+        let from = self.period_plan.as_ref().or(self.plan.as_ref())?;
+        (to != from && self.renews()).then(|| ScheduledChange {
+            from: from.clone(),
+            to: to.clone(),
+            at,
+        })
+    }
+
+    /// The schedule's next phase (its start and plan), while no status event since its start
+    /// tells that it began.
+    fn phase_not_begun(&self) -> Option<(i64, &Option<String>)> {
+        let at = self.scheduled_at?;
+        let begun = self.status_as_of.is_some_and(|told| told >= at);
+        (!begun).then_some((at, &self.scheduled_plan))
+    }
+
+    /// A renewal at a price no plan has: its latest status event names no plan and it renews
+    /// (not canceled, not ending at the period's end), or its schedule's next phase bills
+    /// such a price.
+    pub fn unplanned(&self) -> Option<UnplannedRenewal> {
+        self.unplanned_now().or_else(|| {
+            let (at, _) = self.phase_not_begun()?;
+            let amount = self.scheduled_price_amount?;
+            let currency = self.scheduled_price_currency.clone()?;
+            self.renews().then_some(UnplannedRenewal {
+                amount,
+                currency,
+                at,
+            })
+        })
+    }
+
     /// The renewal at the period's end bills a price no plan has: its latest status event
     /// names no plan, and it renews (not canceled, not ending at the period's end).
-    pub fn unplanned(&self) -> Option<UnplannedRenewal> {
+    fn unplanned_now(&self) -> Option<UnplannedRenewal> {
         let amount = self.renewal_price_amount?;
         let currency = self.renewal_price_currency.clone()?;
         let at = self.current_period_end?;
@@ -175,7 +233,8 @@ const COLUMNS: &str = "s.subscription_id, s.subscription_ref, s.customer_id, s.c
      LIMIT 1) AS paid_from, \
     (SELECT CAST(MAX(g.period_end) AS BIGINT) FROM subscription_grants g \
      WHERE g.subscription_id = s.subscription_id) AS paid_through, \
-    s.renewal_price_amount, s.renewal_price_currency";
+    s.renewal_price_amount, s.renewal_price_currency, s.scheduled_at, s.scheduled_plan, \
+    s.scheduled_price_amount, s.scheduled_price_currency";
 
 impl Subscriptions<'_> {
     /// Subscriptions, the most recently changed first.
@@ -183,12 +242,13 @@ impl Subscriptions<'_> {
         self,
         filter: &SubscriptionFilter,
     ) -> Result<Vec<SubscriptionView>, StoreError> {
-        // A plan names those in it and those whose paid period is in it: a subscription
-        // moving between two plans at the period's end is in both lists (shown `a → b`).
+        // A plan names those in it, those whose paid period is in it and those a schedule
+        // moves to it: a subscription moving between two plans at the period's end is in
+        // both lists (shown `a → b`).
         let statement = format!(
             "SELECT v.* FROM (SELECT {COLUMNS} FROM subscriptions s) v \
              WHERE ($1 = '' OR v.status = $1) \
-               AND ($2 = '' OR v.plan = $2 OR v.period_plan = $2) \
+               AND ($2 = '' OR v.plan = $2 OR v.period_plan = $2 OR v.scheduled_plan = $2) \
                AND ($3 = 0 OR v.unpaid_invoice IS NOT NULL \
                     OR v.status IN ('past_due', 'unpaid')) \
              ORDER BY v.updated_at DESC, v.subscription_id LIMIT $4"
@@ -299,6 +359,10 @@ mod tests {
             renewal_price_amount: None,
             renewal_price_currency: None,
             unplanned_renewal: None,
+            scheduled_at: None,
+            scheduled_plan: None,
+            scheduled_price_amount: None,
+            scheduled_price_currency: None,
         }
     }
 
@@ -384,5 +448,74 @@ mod tests {
             assert_eq!(shown.scheduled_change, None, "{case:?}");
             assert_eq!(shown.plan, case.plan);
         }
+    }
+
+    #[test]
+    fn a_schedules_next_phase_waits_until_a_status_event_tells_it_began() {
+        // Paid at pro for the period; the schedule moves it to monthly at 2,000.
+        let steady = SubscriptionView {
+            plan: Some("pro".into()),
+            period_plan: Some("pro".into()),
+            renewal_plan: Some("pro".into()),
+            scheduled_at: Some(2_000),
+            scheduled_plan: Some("monthly".into()),
+            ..view()
+        };
+        let shown = steady.clone().with_schedule();
+        assert_eq!(
+            shown.scheduled_change,
+            Some(ScheduledChange {
+                from: "pro".into(),
+                to: "monthly".into(),
+                at: 2_000
+            })
+        );
+        assert_eq!(shown.plan.as_deref(), Some("pro"));
+        let cases = [
+            // The phase began: a status event at or after its start.
+            SubscriptionView {
+                status_as_of: Some(2_000),
+                ..steady.clone()
+            },
+            // Nothing scheduled, or the plan in force again.
+            SubscriptionView {
+                scheduled_at: None,
+                scheduled_plan: None,
+                ..steady.clone()
+            },
+            SubscriptionView {
+                scheduled_plan: Some("pro".into()),
+                ..steady.clone()
+            },
+            // No renewal to come.
+            SubscriptionView {
+                cancel_at_period_end: 1,
+                ..steady.clone()
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                case.clone().with_schedule().scheduled_change,
+                None,
+                "{case:?}"
+            );
+        }
+        // A phase at a price no plan has is an unplanned renewal from its start.
+        let unplanned = SubscriptionView {
+            scheduled_plan: None,
+            scheduled_price_amount: Some(1_500),
+            scheduled_price_currency: Some("chf".into()),
+            ..steady
+        }
+        .with_schedule();
+        assert_eq!(unplanned.scheduled_change, None);
+        assert_eq!(
+            unplanned.unplanned_renewal,
+            Some(UnplannedRenewal {
+                amount: 1_500,
+                currency: "chf".into(),
+                at: 2_000
+            })
+        );
     }
 }

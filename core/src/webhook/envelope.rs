@@ -153,6 +153,9 @@ struct RawObject {
     current_period_end: Option<serde_json::Value>,
     #[serde(default)]
     items: Option<serde_json::Value>,
+    /// A subscription schedule's phases, which tell two of its changes apart.
+    #[serde(default)]
+    phases: Option<serde_json::Value>,
     /// What the object names for the search (e-mail, order id, related objects).
     #[serde(flatten)]
     named: NamedFields,
@@ -163,8 +166,9 @@ const MAX_FAILURE_CHARS: usize = 300;
 
 impl RawObject {
     /// 12 hex digits of SHA-256 over what a subscription's status event sets (status,
-    /// cancellation, period end, each item's price and quantity): twins of one change carry
-    /// the same, two changes within one second of Stripe's clock do not.
+    /// cancellation, period end, each item's price and quantity; a schedule's status and
+    /// phases): twins of one change carry the same, two changes within one second of
+    /// Stripe's clock do not.
     fn state_digest(&self) -> String {
         let text = |value: Option<&serde_json::Value>| match value {
             None | Some(serde_json::Value::Null) => String::new(),
@@ -197,6 +201,28 @@ impl RawObject {
             ));
         }
         state.push_str(&format!("|{period_end}"));
+        // Only a schedule carries phases: a subscription's digest is the one it always was.
+        if let Some(phases) = self.phases.as_ref().and_then(serde_json::Value::as_array) {
+            for phase in phases {
+                let prices: Vec<String> = phase
+                    .get("items")
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|item| {
+                        let price = item.get("price");
+                        let id = price.and_then(|p| p.get("id")).or(price);
+                        format!("{}x{}", text(id), text(item.get("quantity")))
+                    })
+                    .collect();
+                state.push_str(&format!(
+                    "|{}-{}:{}",
+                    text(phase.get("start_date")),
+                    text(phase.get("end_date")),
+                    prices.join(",")
+                ));
+            }
+        }
         crate::token::sha256_hex(state.as_bytes())[..12].to_owned()
     }
 

@@ -20,6 +20,7 @@ on_both_backends!(
     an_invoice_naming_no_customer_waits_for_one_and_asks_stripe,
     reads_from_stripe_stop_at_half_the_lease,
     a_subscription_lives_months_on_the_simulator_s_test_clock,
+    a_schedule_s_next_phase_is_shown_until_it_begins,
     a_subscription_paid_before_its_events_came_gets_no_second_session,
 );
 
@@ -794,15 +795,62 @@ async fn reads_from_stripe_stop_at_half_the_lease(backend: Backend) {
     );
 }
 
-/// Stripe's test-helper and simulator calls of the life below.
+/// Stripe's test-helper and simulator calls of the lives below.
 struct Life<'a> {
     shop: &'a Shop,
     clock: String,
     /// Events of the simulator delivered so far.
     delivered: usize,
+    /// The shop's reference of the subscription, and its customer.
+    reference: &'static str,
+    email: &'static str,
 }
 
-impl Life<'_> {
+impl<'a> Life<'a> {
+    /// A test clock at `t0` and a subscription to `plan` sold through the order API, paid at
+    /// the simulator on that clock, its events delivered and fulfilled.
+    async fn start(
+        shop: &'a Shop,
+        t0: i64,
+        reference: &'static str,
+        email: &'static str,
+        plan: &str,
+    ) -> Life<'a> {
+        let mut life = Life {
+            shop,
+            clock: String::new(),
+            delivered: 0,
+            reference,
+            email,
+        };
+        let clock = life
+            .stripe(
+                "/v1/test_helpers/test_clocks",
+                &[("frozen_time", t0.to_string())],
+            )
+            .await;
+        life.clock = clock["id"].as_str().unwrap().to_owned();
+        let asked: Value = shop
+            .post_api(
+                "/api/subscriptions",
+                json!({ "plan": plan, "customer_email": email, "subscription_ref": reference }),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        let session = asked["checkout_session_id"].as_str().unwrap();
+        let paid = life
+            .sim(
+                &format!("/_sim/checkout/sessions/{session}/pay"),
+                json!({ "outcome": "card", "test_clock": life.clock }),
+            )
+            .await;
+        assert_eq!(paid.status(), 204);
+        life.deliver().await;
+        life
+    }
+
     async fn stripe(&self, path: &str, form: &[(&str, String)]) -> Value {
         let answer = reqwest::Client::new()
             .post(format!("{}{path}", self.shop.sim_url()))
@@ -863,7 +911,8 @@ impl Life<'_> {
         self.deliver().await;
     }
 
-    /// Delivers the events the simulator made since the last call, then fulfils them.
+    /// Delivers the events the simulator made since the last call, then fulfils them (with a
+    /// worker that reads from the simulator what an event names by id only).
     async fn deliver(&mut self) {
         let events: Vec<Value> = reqwest::get(format!("{}/_sim/events", self.shop.sim_url()))
             .await
@@ -880,12 +929,21 @@ impl Life<'_> {
             assert_eq!(response.status(), 200, "{event}");
         }
         self.delivered = events.len();
-        drain(&self.shop.app).await;
+        let worker = Worker::new(
+            self.shop.app.store.clone(),
+            "subscription-worker",
+            WorkerConfig {
+                plans: PLANS.parse::<Plans>().unwrap(),
+                stripe: Some(self.shop.stripe()),
+                ..WorkerConfig::default()
+            },
+        );
+        while !worker.run_once().await.unwrap().is_empty() {}
     }
 
     async fn shown(&self) -> Value {
         self.shop
-            .get_api("/api/subscriptions/abo-life")
+            .get_api(&format!("/api/subscriptions/{}", self.reference))
             .await
             .json()
             .await
@@ -896,10 +954,11 @@ impl Life<'_> {
         self.shop
             .app
             .db
-            .count(
+            .count(&format!(
                 "SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger \
-                 WHERE customer_email = 'life@example.ch'",
-            )
+                 WHERE customer_email = '{}'",
+                self.email
+            ))
             .await
     }
 }
@@ -913,37 +972,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     const DAY: i64 = 86_400;
     let shop = shop(backend).await;
     let t0 = 1_767_225_600; // 2026-01-01
-    let mut life = Life {
-        shop: &shop,
-        clock: String::new(),
-        delivered: 0,
-    };
-    let clock = life
-        .stripe(
-            "/v1/test_helpers/test_clocks",
-            &[("frozen_time", t0.to_string())],
-        )
-        .await;
-    life.clock = clock["id"].as_str().unwrap().to_owned();
-    let asked: Value = shop
-        .post_api(
-            "/api/subscriptions",
-            json!({ "plan": "thesis-monthly", "customer_email": "life@example.ch",
-                    "subscription_ref": "abo-life" }),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let session = asked["checkout_session_id"].as_str().unwrap();
-    let paid = life
-        .sim(
-            &format!("/_sim/checkout/sessions/{session}/pay"),
-            json!({ "outcome": "card", "test_clock": life.clock }),
-        )
-        .await;
-    assert_eq!(paid.status(), 204);
-    life.deliver().await;
+    let mut life = Life::start(&shop, t0, "abo-life", "life@example.ch", "thesis-monthly").await;
     let shown = life.shown().await;
     assert_eq!(shown["status"], "active", "{shown}");
     assert_eq!(shown["credits_granted"], 40);
@@ -1076,6 +1105,166 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     life.deliver().await;
     assert_eq!(life.credits().await, 130);
     assert_eq!(life.shown().await["credits_granted"], 150);
+}
+
+/// A downgrade made through a Stripe subscription schedule (phases naming prices by id):
+/// its phase is shown as a scheduled change from the events that make it, once the worker has
+/// read its price from Stripe (a failed read retried, nothing written meanwhile), and a late
+/// older event of the schedule does not take it back. When the phase begins the renewal is
+/// billed and granted at the new plan and nothing is scheduled any more; the release changes
+/// nothing; a schedule to a price no plan has is told as such. Resending every event changes
+/// nothing.
+async fn a_schedule_s_next_phase_is_shown_until_it_begins(backend: Backend) {
+    use claimcheck_core::worker::Attempt;
+    use claimcheck_sim::stripe_sim::FaultMode;
+
+    const DAY: i64 = 86_400;
+    let shop = shop(backend).await;
+    let t0 = 1_767_225_600; // 2026-01-01
+    let mut life = Life::start(&shop, t0, "abo-sched", "sched@example.ch", "thesis-pro").await;
+    let subscription = life.shown().await["subscription_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let period = |n: i64| t0 + n * 30 * DAY;
+    let grants = |end: i64| {
+        let (app, subscription) = (&shop.app, subscription.clone());
+        async move { crate::subscriptions::period_grants(app, &subscription, end).await }
+    };
+    assert_eq!(grants(period(1)).await, 100);
+    let worker = Worker::new(
+        shop.app.store.clone(),
+        "schedule-worker",
+        WorkerConfig {
+            plans: PLANS.parse::<Plans>().unwrap(),
+            base_backoff: std::time::Duration::from_millis(1),
+            stripe: Some(shop.stripe()),
+            ..WorkerConfig::default()
+        },
+    );
+
+    // The schedule: made (one phase), then given thesis-monthly from the period's end. Its
+    // newer event is delivered first, and Stripe fails the first read of the price.
+    let price = "/v1/prices/price_sim_chf_3900";
+    shop.arm(price, FaultMode::Error500, 1, 0).await;
+    let made = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/schedule"),
+            json!({ "unit_amount": 3900 }),
+        )
+        .await;
+    assert_eq!(made.status(), 200);
+    let schedule: Value = made.json().await.unwrap();
+    assert_eq!(
+        schedule["phases"][1]["items"][0]["price"],
+        "price_sim_chf_3900"
+    );
+    let events: Vec<Value> = reqwest::get(format!("{}/_sim/events", shop.sim_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (created, updated) = (&events[events.len() - 2], &events[events.len() - 1]);
+    assert_eq!(created["type"], "subscription_schedule.created");
+    assert_eq!(updated["type"], "subscription_schedule.updated");
+    life.delivered = events.len();
+    let app = &shop.app;
+    let deliver = move |event: &Value| {
+        let body = serde_json::to_vec(event).unwrap();
+        async move { assert_eq!(app.deliver(&body).await.status(), 200) }
+    };
+    deliver(updated).await;
+    let attempts = worker.run_once().await.unwrap();
+    match &attempts[..] {
+        [Attempt::Failed { error, gave_up, .. }] => {
+            assert!(error.contains("by id only"), "{error}");
+            assert!(error.contains("price_sim_chf_3900"), "{error}");
+            assert!(!gave_up);
+        }
+        other => panic!("{other:?}"),
+    }
+    let shown = life.shown().await;
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let attempts = worker.run_once().await.unwrap();
+    assert!(
+        matches!(&attempts[..], [Attempt::Processed { .. }]),
+        "{attempts:?}"
+    );
+    let waiting = json!({ "from": "thesis-pro", "to": "thesis-monthly", "at": period(1) });
+    let shown = life.shown().await;
+    assert_eq!(shown["scheduled_change"], waiting, "{shown}");
+    assert_eq!(shown["plan"], "thesis-pro", "{shown}");
+    // The late older event (one phase, nothing next) does not take it back.
+    deliver(created).await;
+    drain(&shop.app).await;
+    assert_eq!(life.shown().await["scheduled_change"], waiting);
+    // Listed under both plans.
+    let listed = shop
+        .app
+        .cli(&[
+            "subscriptions",
+            "list",
+            "--plan",
+            "thesis-monthly",
+            "--json",
+        ])
+        .await;
+    assert!(listed.1.contains(&subscription), "{listed:?}");
+
+    // The phase begins at the period's end: the renewal is billed and granted at
+    // thesis-monthly, nothing is scheduled any more.
+    life.advance(period(1) + DAY).await;
+    assert_eq!(grants(period(2)).await, 40);
+    let shown = life.shown().await;
+    assert_eq!(shown["plan"], "thesis-monthly", "{shown}");
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    // Its end releases the subscription, which renews at thesis-monthly.
+    life.advance(period(2) + DAY).await;
+    assert_eq!(grants(period(3)).await, 40);
+    assert_eq!(
+        shop.app
+            .db
+            .count(&format!(
+                "SELECT COUNT(*) FROM subscriptions WHERE subscription_id = '{subscription}' \
+                 AND scheduled_at IS NULL AND schedule_as_of IS NOT NULL"
+            ))
+            .await,
+        1
+    );
+    let shown = life.shown().await;
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    assert!(shown["unplanned_renewal"].is_null(), "{shown}");
+
+    // A schedule to a price no plan has: its renewal is told to grant nothing, from the
+    // phase's start.
+    let made = life
+        .sim(
+            &format!("/_sim/subscriptions/{subscription}/schedule"),
+            json!({ "unit_amount": 5900 }),
+        )
+        .await;
+    assert_eq!(made.status(), 200);
+    life.deliver().await;
+    let shown = life.shown().await;
+    assert!(shown["scheduled_change"].is_null(), "{shown}");
+    assert_eq!(
+        shown["unplanned_renewal"],
+        json!({ "amount": 5900, "currency": "chf", "at": period(3) }),
+        "{shown}"
+    );
+
+    // Stripe resends everything: nothing changes.
+    let credits = life.credits().await;
+    assert_eq!(credits, 100 + 40 + 40);
+    life.delivered = 0;
+    life.deliver().await;
+    assert_eq!(life.credits().await, credits);
+    assert_eq!(
+        life.shown().await["unplanned_renewal"],
+        json!({ "amount": 5900, "currency": "chf", "at": period(3) })
+    );
 }
 
 /// The customer paid the subscription's session at the last second and no event of it has

@@ -21,6 +21,14 @@
 //!   remaining time on the new one, paid) or at the period's end (Stripe's update without
 //!   proration: the item's price changes now, with its `customer.subscription.updated`, and
 //!   the next renewal bills it).
+//! - `POST /_sim/subscriptions/{id}/schedule` `{"unit_amount"}`: a subscription schedule made
+//!   from the subscription (`subscription_schedule.created`, one phase: the current period),
+//!   then given a second phase at the new price from the period's end for one period
+//!   (`subscription_schedule.updated`; its phases name prices by id, as Stripe's do). When
+//!   the clock reaches the phase, the subscription's price changes (`customer.subscription.updated`,
+//!   the schedule's `updated`) and the renewal bills it; when the phase ends, the schedule
+//!   lets the subscription go (`subscription_schedule.released`). `GET /v1/prices/{id}`
+//!   answers for every price the simulator billed or scheduled.
 //!
 //! A month is 30 days here, a year 365. A paid invoice lists its payment intent under
 //! `payments` (as when an endpoint's events include it), so `/v1/refunds` can refund it.
@@ -52,6 +60,8 @@ pub(super) fn router() -> Router<Sim> {
         )
         .route("/_sim/subscriptions/{id}/fail_next", post(fail_next))
         .route("/_sim/subscriptions/{id}/change", post(change_plan))
+        .route("/_sim/subscriptions/{id}/schedule", post(schedule_plan))
+        .route("/v1/prices/{id}", axum::routing::get(retrieve_price))
         .route("/_sim/invoices/{id}/pay", post(pay_invoice))
 }
 
@@ -65,7 +75,7 @@ pub(super) struct Price {
 }
 
 impl Price {
-    fn id(&self) -> String {
+    pub(super) fn id(&self) -> String {
         format!("price_sim_{}_{}", self.currency, self.unit_amount)
     }
 
@@ -124,6 +134,23 @@ pub(super) struct Billing {
     /// The last `created` given to an event about it: each later one is at least a second on,
     /// so that two changes are never taken for twins.
     last_stamp: i64,
+    /// Its subscription schedule, while it has one.
+    schedule: Option<Schedule>,
+}
+
+/// A schedule of two phases: the period it was made in, then `price` from `starts_at` to
+/// `ends_at`; released at the end.
+#[derive(Debug, Clone)]
+pub(super) struct Schedule {
+    id: String,
+    created: i64,
+    first: (i64, Price),
+    price: Price,
+    starts_at: i64,
+    ends_at: i64,
+    /// Whether the second phase was given yet (the schedule's `updated`), and has begun.
+    second: bool,
+    begun: bool,
 }
 
 impl SimState {
@@ -349,8 +376,10 @@ impl SimState {
                 clock,
                 fail_next: 0,
                 last_stamp: start - 1,
+                schedule: None,
             },
         );
+        self.prices.insert(plan.price.id(), plan.price.clone());
         let at = self.stamp(&id);
         let invoice = self.invoice(
             &id,
@@ -421,9 +450,100 @@ impl SimState {
                     });
                     break;
                 }
+                self.follow_schedule(&id);
                 self.renew(&id);
             }
         }
+    }
+
+    /// At `id`'s period end, its schedule's second phase begins (the price changes, with the
+    /// subscription's and the schedule's events), or, once that phase is over, the schedule
+    /// lets the subscription go.
+    fn follow_schedule(&mut self, id: &str) {
+        let Some(billing) = self.billing.get(id) else {
+            return;
+        };
+        let Some(schedule) = billing.schedule.clone() else {
+            return;
+        };
+        let period_end = billing.period_end;
+        if schedule.begun && period_end >= schedule.ends_at {
+            if let Some(b) = self.billing.get_mut(id) {
+                b.schedule = None;
+            }
+            let at = self.stamp(id);
+            let object = self.schedule_object(id, &schedule, "released");
+            self.event_at("subscription_schedule.released", object, at);
+        } else if schedule.second && !schedule.begun && period_end >= schedule.starts_at {
+            let begun = Schedule {
+                begun: true,
+                ..schedule
+            };
+            if let Some(b) = self.billing.get_mut(id) {
+                b.price = begun.price.clone();
+                b.schedule = Some(begun.clone());
+            }
+            self.subscription_changed(id, "customer.subscription.updated", |_| {});
+            let at = self.stamp(id);
+            let object = self.schedule_object(id, &begun, "active");
+            self.event_at("subscription_schedule.updated", object, at);
+        }
+    }
+
+    /// `id`'s billing and a price like its own at `unit_amount` (and `product`, if given),
+    /// known from now on to `GET /v1/prices/{id}`; `None` for a subscription it does not bill.
+    fn new_price(
+        &mut self,
+        id: &str,
+        unit_amount: i64,
+        product: Option<String>,
+    ) -> Option<(Billing, Price)> {
+        let billing = self.billing.get(id).cloned()?;
+        let price = Price {
+            unit_amount,
+            product: product.unwrap_or_else(|| billing.price.product.clone()),
+            ..billing.price.clone()
+        };
+        self.prices.insert(price.id(), price.clone());
+        Some((billing, price))
+    }
+
+    /// A schedule as Stripe shows it: its phases name their prices by id.
+    fn schedule_object(&self, subscription: &str, schedule: &Schedule, status: &str) -> Value {
+        let b = &self.billing[subscription];
+        let phase = |start: i64, end: i64, price: &Price| {
+            json!({ "start_date": start, "end_date": end, "proration_behavior": "none",
+                    "items": [{ "price": price.id(), "quantity": 1, "metadata": {} }] })
+        };
+        let (first_start, first_price) = &schedule.first;
+        let mut phases = vec![phase(*first_start, schedule.starts_at, first_price)];
+        if schedule.second {
+            phases.push(phase(schedule.starts_at, schedule.ends_at, &schedule.price));
+        }
+        let released = status == "released";
+        let current = match (released, schedule.begun) {
+            (true, _) => Value::Null,
+            (false, false) => json!({ "start_date": first_start, "end_date": schedule.starts_at }),
+            (false, true) => {
+                json!({ "start_date": schedule.starts_at, "end_date": schedule.ends_at })
+            }
+        };
+        json!({
+            "id": schedule.id,
+            "object": "subscription_schedule",
+            "status": status,
+            "created": schedule.created,
+            "customer": b.customer,
+            "subscription": if released { Value::Null } else { json!(subscription) },
+            "released_subscription": if released { json!(subscription) } else { Value::Null },
+            "released_at": if released { json!(self.time_of(b.clock.as_deref())) } else { Value::Null },
+            "end_behavior": "release",
+            "current_phase": current,
+            "phases": phases,
+            "metadata": {},
+            "test_clock": b.clock,
+            "livemode": false,
+        })
     }
 
     /// One renewal of `id` at its period's end.
@@ -628,6 +748,90 @@ async fn pay_invoice(State(sim): State<Sim>, Path(id): Path<String>) -> Response
 }
 
 #[derive(Deserialize)]
+struct ScheduledPlan {
+    unit_amount: i64,
+    #[serde(default)]
+    product: Option<String>,
+}
+
+/// A schedule moving the subscription to a new price from its period's end: made, then
+/// given its second phase, each with its event.
+async fn schedule_plan(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    Json(change): Json<ScheduledPlan>,
+) -> Response {
+    let mut state = sim.lock();
+    let Some((billing, price)) = state.new_price(&id, change.unit_amount, change.product) else {
+        return sim_error(
+            StatusCode::NOT_FOUND,
+            &format!("No such subscription: '{id}'"),
+        );
+    };
+    if billing.schedule.is_some() {
+        return sim_error(
+            StatusCode::BAD_REQUEST,
+            &format!("The subscription {id} is already attached to a schedule."),
+        );
+    }
+    let made = Schedule {
+        id: state.next("sub_sched"),
+        created: state.time_of(billing.clock.as_deref()),
+        first: (billing.period_start, billing.price.clone()),
+        starts_at: billing.period_end,
+        ends_at: billing.period_end + price.seconds(),
+        price,
+        second: false,
+        begun: false,
+    };
+    for (kind, schedule) in [
+        ("subscription_schedule.created", made.clone()),
+        (
+            "subscription_schedule.updated",
+            Schedule {
+                second: true,
+                ..made
+            },
+        ),
+    ] {
+        if let Some(b) = state.billing.get_mut(&id) {
+            b.schedule = Some(schedule.clone());
+        }
+        let at = state.stamp(&id);
+        let object = state.schedule_object(&id, &schedule, "active");
+        state.event_at(kind, object, at);
+    }
+    let schedule = state.billing[&id].schedule.clone();
+    Json(schedule.map(|s| state.schedule_object(&id, &s, "active"))).into_response()
+}
+
+/// `GET /v1/prices/{id}`: a price the simulator billed or scheduled.
+async fn retrieve_price(
+    State(sim): State<Sim>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/v1/prices/{id}");
+    super::retrieve(&sim, &headers, &path, "price", &id, |state| {
+        state.prices.get(&id).map(|price| {
+            json!({
+                "id": id,
+                "object": "price",
+                "active": true,
+                "currency": price.currency,
+                "unit_amount": price.unit_amount,
+                "unit_amount_decimal": price.unit_amount.to_string(),
+                "product": price.product,
+                "recurring": { "interval": price.interval, "interval_count": 1 },
+                "type": "recurring",
+                "livemode": false,
+            })
+        })
+    })
+    .await
+}
+
+#[derive(Deserialize)]
 struct PlanChange {
     unit_amount: i64,
     #[serde(default)]
@@ -643,18 +847,11 @@ async fn change_plan(
     Json(change): Json<PlanChange>,
 ) -> Response {
     let mut state = sim.lock();
-    let Some(billing) = state.billing.get(&id).cloned() else {
+    let Some((billing, new)) = state.new_price(&id, change.unit_amount, change.product) else {
         return sim_error(
             StatusCode::NOT_FOUND,
             &format!("No such subscription: '{id}'"),
         );
-    };
-    let new = Price {
-        unit_amount: change.unit_amount,
-        product: change
-            .product
-            .unwrap_or_else(|| billing.price.product.clone()),
-        ..billing.price.clone()
     };
     if change.at_period_end {
         // Stripe's update without proration: the item's price changes now (its
