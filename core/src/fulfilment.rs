@@ -548,8 +548,7 @@ pub fn plan(
 }
 
 /// Why a schedule's event changes nothing: it has not started its subscription.
-pub const SCHEDULE_NOT_STARTED: &str =
-    "the subscription schedule has not started its subscription yet";
+const SCHEDULE_NOT_STARTED: &str = "the subscription schedule has not started its subscription yet";
 
 fn plan_schedule(payload: &str, plans: &Plans) -> Result<Plan, PlanError> {
     let facts = billing::read_schedule(payload)?;

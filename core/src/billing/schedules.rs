@@ -154,26 +154,9 @@ pub fn read_schedule(payload: &str) -> Result<ScheduleFacts, BillingError> {
     };
     let next = next
         .map(|phase| {
-            let items = phase
-                .items
-                .iter()
-                .map(|item| {
-                    let price_id = expandable_id(item.price.clone()).ok_or_else(|| {
-                        BillingError::Payload(format!(
-                            "schedule {}: a phase item names no price",
-                            raw.id
-                        ))
-                    })?;
-                    Ok(PhaseItem {
-                        price: item.price.as_ref().and_then(expanded_price),
-                        price_id,
-                        quantity: item.quantity.unwrap_or(1),
-                    })
-                })
-                .collect::<Result<Vec<_>, BillingError>>()?;
             Ok::<_, BillingError>(NextPhase {
                 starts_at: phase.start_date,
-                items,
+                items: phase_items(&raw.id, phase)?,
             })
         })
         .transpose()?;
@@ -184,6 +167,26 @@ pub fn read_schedule(payload: &str) -> Result<ScheduleFacts, BillingError> {
         as_of: event.created,
         next,
     })
+}
+
+/// A phase's items, each by its price's id (and its amount, when the price is expanded).
+fn phase_items(schedule_id: &str, phase: &RawPhase) -> Result<Vec<PhaseItem>, BillingError> {
+    phase
+        .items
+        .iter()
+        .map(|item| {
+            let price_id = expandable_id(item.price.clone()).ok_or_else(|| {
+                BillingError::Payload(format!(
+                    "schedule {schedule_id}: a phase item names no price"
+                ))
+            })?;
+            Ok(PhaseItem {
+                price: item.price.as_ref().and_then(expanded_price),
+                price_id,
+                quantity: item.quantity.unwrap_or(1),
+            })
+        })
+        .collect()
 }
 
 /// The amount and currency of an expanded price object (`None` for an id).

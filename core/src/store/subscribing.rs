@@ -22,13 +22,14 @@ macro_rules! newer_state {
     };
 }
 
-/// `column` set from the event when its state is at least as recent as the one recorded.
-macro_rules! follows_state {
-    ($column:literal) => {
+/// `column` set from the event when `newer` (its state, or its schedule's, is at least as
+/// recent as the one recorded).
+macro_rules! follows {
+    ($newer:expr, $column:literal) => {
         concat!(
             $column,
             " = CASE WHEN ",
-            newer_state!(),
+            $newer,
             " THEN excluded.",
             $column,
             " ELSE subscriptions.",
@@ -97,12 +98,12 @@ const UPSERT_SUBSCRIPTION: &str = concat!(
         plan_as_of = CASE WHEN ",
     moves_plan!(),
     " THEN excluded.plan_as_of ELSE subscriptions.plan_as_of END, ",
-    follows_state!("status"),
-    follows_state!("cancel_at_period_end"),
-    follows_state!("renewal_plan"),
-    follows_state!("renewal_price_amount"),
-    follows_state!("renewal_price_currency"),
-    follows_state!("status_as_of"),
+    follows!(newer_state!(), "status"),
+    follows!(newer_state!(), "cancel_at_period_end"),
+    follows!(newer_state!(), "renewal_plan"),
+    follows!(newer_state!(), "renewal_price_amount"),
+    follows!(newer_state!(), "renewal_price_currency"),
+    follows!(newer_state!(), "status_as_of"),
     "updated_at = excluded.updated_at"
 );
 
@@ -113,34 +114,18 @@ macro_rules! newer_schedule {
     };
 }
 
-/// `column` set from the schedule event when it is at least as recent as the one recorded.
-macro_rules! follows_schedule {
-    ($column:literal) => {
-        concat!(
-            $column,
-            " = CASE WHEN ",
-            newer_schedule!(),
-            " THEN excluded.",
-            $column,
-            " ELSE subscriptions.",
-            $column,
-            " END, "
-        )
-    };
-}
-
 /// What a schedule has next for its subscription (the phase's start, its plan or, with
 /// none, its price; all `NULL` when nothing more is scheduled), moved only by a schedule
 /// event at least as recent as the recorded one. The row is created when the schedule's
 /// event comes first; the subscription's own events fill in the rest.
 const UPSERT_SCHEDULE: &str = concat!(
     "INSERT INTO subscriptions (subscription_id, created_at, updated_at, schedule_id,         schedule_as_of, scheduled_at, scheduled_plan, scheduled_price_amount,         scheduled_price_currency)     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8)     ON CONFLICT (subscription_id) DO UPDATE SET ",
-    follows_schedule!("schedule_id"),
-    follows_schedule!("scheduled_at"),
-    follows_schedule!("scheduled_plan"),
-    follows_schedule!("scheduled_price_amount"),
-    follows_schedule!("scheduled_price_currency"),
-    follows_schedule!("schedule_as_of"),
+    follows!(newer_schedule!(), "schedule_id"),
+    follows!(newer_schedule!(), "scheduled_at"),
+    follows!(newer_schedule!(), "scheduled_plan"),
+    follows!(newer_schedule!(), "scheduled_price_amount"),
+    follows!(newer_schedule!(), "scheduled_price_currency"),
+    follows!(newer_schedule!(), "schedule_as_of"),
     "updated_at = excluded.updated_at"
 );
 

@@ -117,8 +117,8 @@ impl SubscriptionView {
     /// no status event since the phase's start tells that it began (when it begins, Stripe
     /// changes the subscription's items and the schedule's current phase, and says both).
     fn phase_to_come(&self) -> Option<ScheduledChange> {
-        let (at, to) = self.phase_not_begun()?;
-        let to = to.as_ref()?;
+        let at = self.phase_not_begun()?;
+        let to = self.scheduled_plan.as_ref()?;
         let from = self.period_plan.as_ref().or(self.plan.as_ref())?;
         (to != from && self.renews()).then(|| ScheduledChange {
             from: from.clone(),
@@ -127,12 +127,12 @@ impl SubscriptionView {
         })
     }
 
-    /// The schedule's next phase (its start and plan), while no status event since its start
-    /// tells that it began.
-    fn phase_not_begun(&self) -> Option<(i64, &Option<String>)> {
+    /// The start of the schedule's next phase, while no status event since then tells that it
+    /// began.
+    fn phase_not_begun(&self) -> Option<i64> {
         let at = self.scheduled_at?;
         let begun = self.status_as_of.is_some_and(|told| told >= at);
-        (!begun).then_some((at, &self.scheduled_plan))
+        (!begun).then_some(at)
     }
 
     /// A renewal at a price no plan has: its latest status event names no plan and it renews
@@ -140,7 +140,7 @@ impl SubscriptionView {
     /// such a price.
     pub fn unplanned(&self) -> Option<UnplannedRenewal> {
         self.unplanned_now().or_else(|| {
-            let (at, _) = self.phase_not_begun()?;
+            let at = self.phase_not_begun()?;
             let amount = self.scheduled_price_amount?;
             let currency = self.scheduled_price_currency.clone()?;
             self.renews().then_some(UnplannedRenewal {

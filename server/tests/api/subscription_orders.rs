@@ -804,6 +804,8 @@ struct Life<'a> {
     /// The shop's reference of the subscription, and its customer.
     reference: &'static str,
     email: &'static str,
+    /// Its Stripe id, once started.
+    subscription: String,
 }
 
 impl<'a> Life<'a> {
@@ -822,6 +824,7 @@ impl<'a> Life<'a> {
             delivered: 0,
             reference,
             email,
+            subscription: String::new(),
         };
         let clock = life
             .stripe(
@@ -848,7 +851,14 @@ impl<'a> Life<'a> {
             .await;
         assert_eq!(paid.status(), 204);
         life.deliver().await;
+        let shown = life.shown().await;
+        life.subscription = shown["subscription_id"].as_str().unwrap().to_owned();
         life
+    }
+
+    /// What the subscription's period ending at `end` was granted.
+    async fn granted(&self, end: i64) -> i64 {
+        crate::subscriptions::period_grants(&self.shop.app, &self.subscription, end).await
     }
 
     async fn stripe(&self, path: &str, form: &[(&str, String)]) -> Value {
@@ -976,13 +986,9 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     let shown = life.shown().await;
     assert_eq!(shown["status"], "active", "{shown}");
     assert_eq!(shown["credits_granted"], 40);
-    let subscription = shown["subscription_id"].as_str().unwrap().to_owned();
+    let subscription = life.subscription.clone();
     let period = |n: i64| t0 + n * 30 * DAY;
-    let grants = |end: i64| {
-        let (app, subscription) = (&shop.app, subscription.clone());
-        async move { crate::subscriptions::period_grants(app, &subscription, end).await }
-    };
-    assert_eq!(grants(period(1)).await, 40);
+    assert_eq!(life.granted(period(1)).await, 40);
 
     // The first renewal's card fails: nothing for the period, past due; Stripe's retry pays.
     let armed = life
@@ -996,7 +1002,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     let shown = life.shown().await;
     assert_eq!(shown["status"], "past_due", "{shown}");
     let unpaid = shown["unpaid_invoice"].as_str().unwrap().to_owned();
-    assert_eq!(grants(period(2)).await, 0);
+    assert_eq!(life.granted(period(2)).await, 0);
     let retried = life
         .sim(&format!("/_sim/invoices/{unpaid}/pay"), json!({}))
         .await;
@@ -1005,7 +1011,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     let shown = life.shown().await;
     assert_eq!(shown["status"], "active", "{shown}");
     assert!(shown["unpaid_invoice"].is_null(), "{shown}");
-    assert_eq!(grants(period(2)).await, 40);
+    assert_eq!(life.granted(period(2)).await, 40);
 
     // Half-way through the second period, an upgrade to thesis-pro: half the price difference
     // paid, half the 60 extra credits granted.
@@ -1015,7 +1021,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     let upgrade: Value = upgraded.json().await.unwrap();
     assert_eq!(upgrade["amount_paid"], 2500);
     life.deliver().await;
-    assert_eq!(grants(period(2)).await, 70);
+    assert_eq!(life.granted(period(2)).await, 70);
     assert_eq!(life.shown().await["plan"], "thesis-pro");
 
     // Back to thesis-monthly at the period's end: the third period is billed and granted at it.
@@ -1030,9 +1036,9 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
         json!({ "from": "thesis-pro", "to": "thesis-monthly", "at": period(2) }),
         "{shown}"
     );
-    assert_eq!(grants(period(2)).await, 70);
+    assert_eq!(life.granted(period(2)).await, 70);
     life.advance(period(2) + DAY).await;
-    assert_eq!(grants(period(3)).await, 40);
+    assert_eq!(life.granted(period(3)).await, 40);
     let shown = life.shown().await;
     assert_eq!(shown["plan"], "thesis-monthly");
     assert!(shown["scheduled_change"].is_null(), "{shown}");
@@ -1097,7 +1103,7 @@ async fn a_subscription_lives_months_on_the_simulator_s_test_clock(backend: Back
     let shown = life.shown().await;
     assert_eq!(shown["status"], "canceled", "{shown}");
     assert_eq!(shown["credits_granted"], 150);
-    assert_eq!(grants(period(4)).await, 0);
+    assert_eq!(life.granted(period(4)).await, 0);
     assert_eq!(life.credits().await, 130);
 
     // Stripe resends everything: nothing changes.
@@ -1122,16 +1128,9 @@ async fn a_schedule_s_next_phase_is_shown_until_it_begins(backend: Backend) {
     let shop = shop(backend).await;
     let t0 = 1_767_225_600; // 2026-01-01
     let mut life = Life::start(&shop, t0, "abo-sched", "sched@example.ch", "thesis-pro").await;
-    let subscription = life.shown().await["subscription_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let subscription = life.subscription.clone();
     let period = |n: i64| t0 + n * 30 * DAY;
-    let grants = |end: i64| {
-        let (app, subscription) = (&shop.app, subscription.clone());
-        async move { crate::subscriptions::period_grants(app, &subscription, end).await }
-    };
-    assert_eq!(grants(period(1)).await, 100);
+    assert_eq!(life.granted(period(1)).await, 100);
     let worker = Worker::new(
         shop.app.store.clone(),
         "schedule-worker",
@@ -1216,13 +1215,13 @@ async fn a_schedule_s_next_phase_is_shown_until_it_begins(backend: Backend) {
     // The phase begins at the period's end: the renewal is billed and granted at
     // thesis-monthly, nothing is scheduled any more.
     life.advance(period(1) + DAY).await;
-    assert_eq!(grants(period(2)).await, 40);
+    assert_eq!(life.granted(period(2)).await, 40);
     let shown = life.shown().await;
     assert_eq!(shown["plan"], "thesis-monthly", "{shown}");
     assert!(shown["scheduled_change"].is_null(), "{shown}");
     // Its end releases the subscription, which renews at thesis-monthly.
     life.advance(period(2) + DAY).await;
-    assert_eq!(grants(period(3)).await, 40);
+    assert_eq!(life.granted(period(3)).await, 40);
     assert_eq!(
         shop.app
             .db
