@@ -499,3 +499,85 @@ proptest! {
             .block_on(run(ops));
     }
 }
+
+/// A batch reads its callers' tokens with its accounts: a write under an unknown or revoked
+/// token moves nothing and claims no key, even when a write with a live token shares its key
+/// in the same batch (that one is carried out, as the key's first request).
+#[tokio::test]
+async fn a_batch_refuses_dead_tokens_and_carries_out_a_live_one_under_the_same_key() {
+    use claimcheck_core::token::{NewToken, token_hash};
+    let dir = tempfile::tempdir().unwrap();
+    let (store, url, packages) = fresh_store(&dir).await;
+    let now: i64 = 1_800_000_000_000;
+    let (live, revoked) = (NewToken::generate().unwrap(), NewToken::generate().unwrap());
+    store.tokens().insert(&live, "shop", now).await.unwrap();
+    store.tokens().insert(&revoked, "old", now).await.unwrap();
+    assert!(store.tokens().revoke(&revoked.token_id, now).await.unwrap());
+    let seed = CreditRequest::adjust(EMAIL, 10, "seed", "cli:test", None).unwrap();
+    let key = |k: &str| IdempotencyKey::parse(k).unwrap();
+    store
+        .credits()
+        .apply(KeyScope::Cli, &key("seed"), &seed, &packages, now, answer)
+        .await
+        .unwrap();
+    let spend = |n| CreditRequest::spend(EMAIL, n, "run-1", None).unwrap();
+    let write = |token: Option<&NewToken>, k: &str, n: i64| CreditWrite {
+        token_hash: token.map(|t| token_hash(&t.token)),
+        scope: KeyScope::Api,
+        key: key(k),
+        request: spend(n),
+        now,
+        render: answer,
+    };
+    let unknown = NewToken::generate().unwrap();
+    let waiting = [
+        write(Some(&unknown), "shared", 4),
+        write(Some(&live), "shared", 3),
+        write(Some(&revoked), "other", 2),
+        write(None, "trusted", 1),
+    ];
+    let writes: Vec<&CreditWrite> = waiting.iter().collect();
+    let applied = store
+        .credits()
+        .apply_batch(&writes, &packages)
+        .await
+        .unwrap();
+    let mut holds = Vec::new();
+    let answered: Vec<Seen> = applied.iter().map(|a| seen(&a.keyed, &mut holds)).collect();
+    assert_eq!(
+        answered,
+        [
+            Seen::Unauthorized,
+            Seen::Fresh(201, "Spent".to_owned()),
+            Seen::Unauthorized,
+            Seen::Fresh(201, "Spent".to_owned()),
+        ]
+    );
+    let view = store
+        .credits()
+        .balance(EMAIL, &packages, now)
+        .await
+        .unwrap();
+    assert_eq!(view.balance, 10 - 3 - 1);
+    // The refused key was not claimed: it serves a live caller's first request now.
+    let again = [
+        write(Some(&live), "other", 2),
+        write(Some(&live), "shared", 3),
+    ];
+    let writes: Vec<&CreditWrite> = again.iter().collect();
+    let applied = store
+        .credits()
+        .apply_batch(&writes, &packages)
+        .await
+        .unwrap();
+    let answered: Vec<Seen> = applied.iter().map(|a| seen(&a.keyed, &mut holds)).collect();
+    assert_eq!(
+        answered,
+        [
+            Seen::Fresh(201, "Spent".to_owned()),
+            Seen::Replayed(201, "Spent".to_owned()),
+        ]
+    );
+    assert_eq!(sums(&url).await.spent, 3 + 1 + 2);
+    store.close().await;
+}

@@ -12,13 +12,13 @@
 //! 4. the credits move and the answer is written beside them, so a crash before the commit
 //!    leaves neither, and a retry acts once.
 //!
-//! A batch does each step once for all of its requests: the callers' API tokens checked (so
-//! a request needs no round trip of its own for its token, and a token revoked before the
-//! batch writes nothing) with the customers' locks, in one statement; the keys read with the
-//! accounts (lots and holds), in one; then the ledger rows (movements, draws, what each lot
-//! gave) and the keys with their answers written, in one on PostgreSQL (data-modifying CTEs)
-//! and four on SQLite: a batch of spends costs three statements on PostgreSQL and six on
-//! SQLite, however many spends it holds.
+//! A batch does each step once for all of its requests: the customers locked, in one
+//! statement (PostgreSQL); the callers' API tokens (so a request needs no round trip of its
+//! own for its token, and a token revoked before the batch writes nothing) and the keys read
+//! with the accounts (lots and holds), in one; then the ledger rows (movements, draws, what
+//! each lot gave) and the keys with their answers written, in one ([`Chain`]: data-modifying
+//! CTEs on PostgreSQL, one text of four statements on SQLite): a batch of spends costs three
+//! statements on PostgreSQL and two on SQLite, however many spends it holds.
 //!
 //! Every transaction locks its customers before it claims a key: a lane's batch all of its
 //! customers first, in one order; any other request its one customer (a capture or release
@@ -35,6 +35,7 @@ use std::sync::Arc;
 use super::Credits;
 use super::lanes::{Batch, Lanes};
 use super::query::{Arg, Chain, Records, Tx, sql};
+use super::tokens::LiveToken;
 use super::{Backend, Store};
 use crate::audit::{Actor, AuditAction, AuditRecord};
 use crate::error::StoreError;
@@ -98,6 +99,7 @@ const LOT_COLUMNS: &str = concat!("SELECT ", lot_fields!(), " FROM credit_lots c
 const LOT_UNWRITTEN: i64 = 1;
 const ACTIVE_HOLD: i64 = 2;
 const KEY_ROW: i64 = 3;
+const TOKEN_ROW: i64 = 4;
 
 /// Customers' lots (the customers a JSON array or text array in `$1`), (flagged, `package`
 /// named) a lot as it will be written for each unlocked order of theirs that has none yet,
@@ -105,15 +107,27 @@ const KEY_ROW: i64 = 3;
 /// expiry and credits): one statement, each row with its customer last. With `keys`,
 /// (flagged) also the committed rows of the keys sent as records in `$2` (the key, its
 /// request's fingerprint, status and answer in the lot's id, order, created and package,
-/// its scope in the customer's place): a batch reads its keys and its accounts in one
-/// round trip.
-fn lots_sql(tx: &Tx, keys: bool) -> String {
+/// its scope in the customer's place). With `tokens`, (flagged) also the live API tokens
+/// among the hashes in that parameter ([`super::tokens::live_sql`]: the hash, the token's id
+/// and its last use in the lot's id, order and expiry). A batch reads its callers' tokens,
+/// its keys and its accounts in one round trip.
+fn lots_sql(tx: &Tx, keys: Option<&str>, tokens: Option<&str>) -> String {
     let (lots, orders, holds) = (
         tx.in_list("c.customer_email", "$1"),
         tx.in_list("o.customer_email", "$1"),
         tx.in_list("h.customer_email", "$1"),
     );
-    let keys = if keys {
+    let tokens = tokens.map_or_else(String::new, |param| {
+        format!(
+            " UNION ALL \
+             SELECT t.token_hash, t.token_id, t.last_used_at, NULL, CAST(0 AS BIGINT), \
+                 CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT), NULL, \
+                 CAST({TOKEN_ROW} AS BIGINT), '' \
+             FROM ({}) t",
+            super::tokens::live_sql(tx, param)
+        )
+    });
+    let keys = if let Some(param) = keys {
         format!(
             " UNION ALL \
              SELECT r.idempotency_key, r.request_hash, NULL, NULL, CAST(r.status AS BIGINT), \
@@ -121,7 +135,7 @@ fn lots_sql(tx: &Tx, keys: bool) -> String {
                  CAST({KEY_ROW} AS BIGINT), r.scope \
              FROM credit_requests r JOIN {} \
              ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
-            tx.records("$2", "k", &KEY_COLUMNS[..2])
+            tx.records(param, "k", &KEY_COLUMNS[..2])
         )
     } else {
         String::new()
@@ -144,7 +158,7 @@ fn lots_sql(tx: &Tx, keys: bool) -> String {
          UNION ALL \
          SELECT h.hold_id, NULL, h.expires_at, NULL, h.created_at, h.credits, \
              CAST(0 AS BIGINT), CAST(0 AS BIGINT), NULL, CAST({ACTIVE_HOLD} AS BIGINT), h.customer_email \
-         FROM credit_holds h WHERE {holds} AND h.status = 'active'{keys}) lots"
+         FROM credit_holds h WHERE {holds} AND h.status = 'active'{keys}{tokens}) lots"
     )
 }
 
@@ -252,7 +266,7 @@ impl Account {
         now: i64,
     ) -> Result<Account, StoreError> {
         lock_customer(tx, email).await?;
-        Account::open_all(tx, &[(email, now)], packages, &[])
+        Account::open_all(tx, &[(email, now)], packages, &[], &[])
             .await?
             .0
             .pop()
@@ -260,26 +274,28 @@ impl Account {
     }
 
     /// The credits of the customers of `at` (locked already), in their order, each as of its
-    /// own instant, and the committed rows of `keys`: read with one statement for all of them.
+    /// own instant, the committed rows of `keys` and the live tokens among `tokens`: read
+    /// with one statement for all of them.
     async fn open_all(
         tx: &mut Tx,
         at: &[(&str, i64)],
         packages: &Packages,
-        keys: &[&KeyClaim<'_>],
-    ) -> Result<(Vec<Account>, FirstRequests), StoreError> {
+        keys: &[KeyName<'_>],
+        tokens: &[&str],
+    ) -> Result<(Vec<Account>, Found), StoreError> {
         let emails: Vec<&str> = at.iter().map(|&(email, _)| email).collect();
         let LotsAndHolds {
             mut lots,
             mut holds,
-            keys,
-        } = read_lots(tx, &emails, packages, keys).await?;
+            found,
+        } = read_lots(tx, &emails, packages, keys, tokens).await?;
         let mut accounts = Vec::with_capacity(at.len());
         for &(email, now) in at {
             let lots = lots.remove(email).unwrap_or_default();
             let holds = holds.remove(email).unwrap_or_default();
             accounts.push(Account::assemble(tx, email, lots, &holds, now).await?);
         }
-        Ok((accounts, keys))
+        Ok((accounts, found))
     }
 
     /// `email`'s account from its lots and active holds (credits, expiry) as read: what is
@@ -463,30 +479,42 @@ impl Account {
     }
 }
 
-/// What [`read_lots`] read: by customer, and the keys' rows.
+/// What [`read_lots`] read: by customer, the keys' rows and the live tokens.
 #[derive(Default)]
 struct LotsAndHolds {
     lots: HashMap<String, Vec<Lot>>,
     /// The active holds: credits, expiry.
     holds: HashMap<String, Vec<(i64, i64)>>,
+    found: Found,
+}
+
+/// What a read of accounts found besides them: the committed rows of the keys and the live
+/// tokens it was asked for.
+#[derive(Default)]
+struct Found {
     keys: FirstRequests,
+    tokens: Vec<LiveToken>,
 }
 
 /// The lots and active holds of `emails`, by customer, writing first the lot of each unlocked
 /// order that has none (its expiry counts from the unlock); with the same statement, the
-/// committed rows of `keys`.
+/// committed rows of `keys` and the live tokens among `tokens` (hashes).
 async fn read_lots(
     tx: &mut Tx,
     emails: &[&str],
     packages: &Packages,
-    keys: &[&KeyClaim<'_>],
+    keys: &[KeyName<'_>],
+    tokens: &[&str],
 ) -> Result<LotsAndHolds, StoreError> {
-    let statement = lots_sql(tx, !keys.is_empty());
-    let mut query = sql(statement).bind(Arg::list(emails));
-    if !keys.is_empty() {
-        query = query.bind(key_records(keys).arg());
-    }
-    let rows: Vec<FlaggedLotRow> = tx.on().all(query).await?;
+    let mut args = vec![Arg::list(emails)];
+    let mut param = |arg| {
+        args.push(arg);
+        format!("${}", args.len())
+    };
+    let keys_param = (!keys.is_empty()).then(|| param(key_records(keys).arg()));
+    let tokens_param = (!tokens.is_empty()).then(|| param(Arg::list(tokens)));
+    let statement = lots_sql(tx, keys_param.as_deref(), tokens_param.as_deref());
+    let rows: Vec<FlaggedLotRow> = tx.on().all(sql(statement).bind_all(args)).await?;
     let mut found = LotsAndHolds::default();
     for row in rows {
         let (lot_id, order_id, expires_at, expired_at, created_at) =
@@ -500,7 +528,15 @@ async fn read_lots(
                     status: created_at,
                     body: package.unwrap_or_default(),
                 };
-                found.keys.insert((email, lot_id), first);
+                found.found.keys.insert((email, lot_id), first);
+                continue;
+            }
+            TOKEN_ROW => {
+                found.found.tokens.push(LiveToken {
+                    hash: lot_id,
+                    token_id: order_id.unwrap_or_default(),
+                    last_used_at: expires_at,
+                });
                 continue;
             }
             ACTIVE_HOLD => {
@@ -533,7 +569,7 @@ async fn read_lots(
                 if written == 0 {
                     // Written since the read, by a request that holds no lock on this customer
                     // (none should): read again rather than count it twice.
-                    return Box::pin(read_lots(tx, emails, packages, keys)).await;
+                    return Box::pin(read_lots(tx, emails, packages, keys, tokens)).await;
                 }
                 expires_at
             }
@@ -596,7 +632,7 @@ impl<'a> Movement<'a> {
 }
 
 /// Movements and their draws to be written together: a lane's batch writes the rows of all of
-/// its requests with three statements (on PostgreSQL sent as one, with the batch's answers).
+/// its requests with three statements, sent as one with the batch's answers ([`Chain`]).
 #[derive(Default)]
 struct Ledger {
     movements: Records,
@@ -715,22 +751,24 @@ impl<'p> Books<'p> {
     /// Reads the accounts of the customers of `at` (locked already) at once, each as of its
     /// own instant.
     async fn open(&mut self, tx: &mut Tx, at: &[(&str, i64)]) -> Result<(), StoreError> {
-        self.open_reading_keys(tx, at, &[]).await.map(drop)
+        self.open_reading(tx, at, &[], &[]).await.map(drop)
     }
 
-    /// [`Books::open`], reading with the same statement the committed rows of `keys`.
-    async fn open_reading_keys(
+    /// [`Books::open`], reading with the same statement the committed rows of `keys` and the
+    /// live tokens among `tokens`.
+    async fn open_reading(
         &mut self,
         tx: &mut Tx,
         at: &[(&str, i64)],
-        keys: &[&KeyClaim<'_>],
-    ) -> Result<FirstRequests, StoreError> {
+        keys: &[KeyName<'_>],
+        tokens: &[&str],
+    ) -> Result<Found, StoreError> {
         self.ledger.write(tx).await?;
-        let (accounts, keys) = Account::open_all(tx, at, self.packages, keys).await?;
+        let (accounts, found) = Account::open_all(tx, at, self.packages, keys, tokens).await?;
         for account in accounts {
             self.accounts.insert(account.email.clone(), account);
         }
-        Ok(keys)
+        Ok(found)
     }
 
     /// `email`'s account (locked already) as of `now`: read again when it was not read yet
@@ -870,21 +908,42 @@ impl Credits<'_> {
         // A capture or release names no customer to lock first: it runs on its own.
         debug_assert!(writes.iter().all(|w| w.request.customer().is_some()));
         let mut tx = self.pool.begin().await?;
-        // The callers' API tokens, all with one statement (on PostgreSQL the same statement
-        // locks the batch's customers, in one order for every batch, so two batches never
-        // wait for each other in a circle): a write whose token is unknown or revoked (as
-        // this transaction sees it) moves nothing and claims no key.
+        let mut customers: Vec<&str> = writes.iter().filter_map(|w| w.request.customer()).collect();
+        customers.sort_unstable();
+        customers.dedup();
+        lock_customers(&mut tx, &customers).await?;
+        // The callers' API tokens, every key of the batch and the accounts of its customers
+        // (each as of their first request here, as one by one would read them), all with one
+        // statement. A write whose token is unknown or revoked (as this transaction sees it)
+        // moves nothing and claims no key. The keys are written with their answers below
+        // (one row version each): should another transaction take one meanwhile, the write
+        // fails, and the batch's requests are carried out again one by one, each claiming its
+        // key first.
         let mut hashes: Vec<&str> = writes
             .iter()
             .filter_map(|w| w.token_hash.as_deref())
             .collect();
         hashes.sort_unstable();
         hashes.dedup();
-        let mut customers: Vec<&str> = writes.iter().filter_map(|w| w.request.customer()).collect();
-        customers.sort_unstable();
-        customers.dedup();
+        let mut seen = HashSet::new();
+        let at: Vec<(&str, i64)> = writes
+            .iter()
+            .filter_map(|w| w.request.customer().map(|email| (email, w.now)))
+            .filter(|&(email, _)| seen.insert(email))
+            .collect();
+        let mut seen = HashSet::new();
+        let keys: Vec<KeyName<'_>> = writes
+            .iter()
+            .map(|w| (w.scope, w.key.as_str()))
+            .filter(|&name| seen.insert(name))
+            .collect();
+        let mut books = Books::new(packages);
+        let Found {
+            keys: mut earlier,
+            tokens,
+        } = books.open_reading(&mut tx, &at, &keys, &hashes).await?;
         let now = writes.iter().map(|w| w.now).max().unwrap_or_default();
-        let live = super::tokens::live_in(&mut tx, &hashes, &customers, now).await?;
+        let live = super::tokens::live(&mut tx, tokens, now).await?;
         let mut applied: Vec<Option<Applied>> = writes
             .iter()
             .map(|w| {
@@ -917,22 +976,6 @@ impl Credits<'_> {
                 now: writes[i].now,
             })
             .collect();
-        // The accounts and the keys are read with one statement: each customer as of their
-        // first request here, as one by one would read them (a customer whose requests all
-        // turn out to be replays is read for nothing, as rare as a retry). The keys are
-        // written with their answers below (one row version each): should another
-        // transaction take one meanwhile, the write fails, and the batch's requests are
-        // carried out again one by one, each claiming its key first.
-        let mut books = Books::new(packages);
-        let mut seen = HashSet::new();
-        let at: Vec<(&str, i64)> = firsts
-            .iter()
-            .map(|&i| writes[i])
-            .filter_map(|w| w.request.customer().map(|email| (email, w.now)))
-            .filter(|&(email, _)| seen.insert(email))
-            .collect();
-        let keys: Vec<&KeyClaim<'_>> = claims.iter().collect();
-        let mut earlier = books.open_reading_keys(&mut tx, &at, &keys).await?;
         // What each key's committed request came to; `None`: held by none, carried out here.
         let found: Vec<Option<Keyed>> = claims
             .iter()
@@ -1289,15 +1332,18 @@ fn key_id(claim: &KeyClaim<'_>) -> (String, String) {
 /// Keys' first requests as read, by scope and key.
 type FirstRequests = HashMap<(String, String), FirstRequest>;
 
-/// The keys of `claims` as records of [`KEY_COLUMNS`]' first two.
-fn key_records(claims: &[&KeyClaim<'_>]) -> Records {
-    let mut keys = Records::default();
-    for claim in claims {
-        keys.push(serde_json::json!({
-            "scope": claim.scope.as_str(), "idempotency_key": claim.key.as_str(),
+/// A key as its scope and itself name it.
+type KeyName<'a> = (KeyScope, &'a str);
+
+/// `keys` as records of [`KEY_COLUMNS`]' first two.
+fn key_records(keys: &[KeyName<'_>]) -> Records {
+    let mut records = Records::default();
+    for (scope, key) in keys {
+        records.push(serde_json::json!({
+            "scope": scope.as_str(), "idempotency_key": key,
         }));
     }
-    keys
+    records
 }
 
 /// The committed rows of the keys of `claims`, with one statement (none when there is none).
@@ -1305,7 +1351,8 @@ async fn read_keys(tx: &mut Tx, claims: &[&KeyClaim<'_>]) -> Result<FirstRequest
     if claims.is_empty() {
         return Ok(HashMap::new());
     }
-    let keys = key_records(claims);
+    let names: Vec<KeyName<'_>> = claims.iter().map(|c| (c.scope, c.key.as_str())).collect();
+    let keys = key_records(&names);
     let statement = format!(
         "SELECT r.scope, r.idempotency_key, r.request_hash, \
          CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN {} \
@@ -1395,10 +1442,21 @@ async fn write_out(
 /// Locks `email`'s credits until the transaction ends (PostgreSQL; SQLite's one writer
 /// already is the lock).
 async fn lock_customer(tx: &mut Tx, email: &str) -> Result<(), StoreError> {
-    if let Tx::Postgres(_) = tx {
-        tx.on()
-            .execute(sql("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(email))
-            .await?;
+    lock_customers(tx, &[email]).await
+}
+
+/// Locks the credits of `emails` until the transaction ends, with one statement, in their
+/// order: sorted by every batch, so two batches never wait for each other in a circle
+/// (PostgreSQL; SQLite's one writer already is the lock).
+async fn lock_customers(tx: &mut Tx, emails: &[&str]) -> Result<(), StoreError> {
+    if let Tx::Postgres(_) = tx
+        && !emails.is_empty()
+    {
+        // A function scan yields its rows in the array's order; the count reads every lock.
+        const SQL: &str = "SELECT COUNT(l.locked) FROM \
+             (SELECT pg_advisory_xact_lock(hashtextextended(c.e, 0)) AS locked \
+              FROM unnest($1::text[]) WITH ORDINALITY AS c(e, n)) l";
+        tx.on().execute(sql(SQL).bind(Arg::list(emails))).await?;
     }
     Ok(())
 }

@@ -352,10 +352,11 @@ impl Records {
 }
 
 /// Writing statements sent together, in order, each reading its rows from one parameter
-/// ([`Tx::records`]): on PostgreSQL as one statement (each part but the last a data-modifying
-/// CTE), one round trip for all of them; on SQLite one after another (in-process: there is no
-/// round trip to save). On PostgreSQL every part sees the rows as they were before the
-/// statement, so no part may read what another part writes.
+/// ([`Tx::records`]), as one statement text with every part's parameter: on PostgreSQL one
+/// statement (each part but the last a data-modifying CTE), one round trip for all of them;
+/// on SQLite the parts one after another, one hand-over to the connection's thread for all
+/// of them. On PostgreSQL every part sees the rows as they were before the statement, so no
+/// part may read what another part writes.
 pub(super) struct Chain {
     postgres: bool,
     parts: Vec<(String, Records)>,
@@ -371,12 +372,7 @@ impl Chain {
 
     /// The parameter the next part reads its rows from.
     pub(super) fn param(&self) -> String {
-        let n = if self.postgres {
-            self.parts.len() + 1
-        } else {
-            1
-        };
-        format!("${n}")
+        format!("${}", self.parts.len() + 1)
     }
 
     /// A part whose rows are in the parameter [`Chain::param`] named before it.
@@ -385,10 +381,7 @@ impl Chain {
     }
 
     pub(super) async fn run(self, tx: &mut Tx) -> Result<(), sqlx::Error> {
-        if !self.postgres || self.parts.len() < 2 {
-            for (statement, rows) in self.parts {
-                tx.on().execute(sql(statement).bind(rows.arg())).await?;
-            }
+        if self.parts.is_empty() {
             return Ok(());
         }
         let last = self.parts.len() - 1;
@@ -396,7 +389,9 @@ impl Chain {
         let mut args = Vec::with_capacity(self.parts.len());
         for (n, (statement, rows)) in self.parts.into_iter().enumerate() {
             text.push_str(&match n {
-                0 => format!("WITH w0 AS ({statement})"),
+                0 if self.postgres && last > 0 => format!("WITH w0 AS ({statement})"),
+                0 => statement,
+                _ if !self.postgres => format!(";\n{statement}"),
                 n if n == last => format!(" {statement}"),
                 n => format!(", w{n} AS ({statement})"),
             });

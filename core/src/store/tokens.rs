@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use super::Tokens;
-use super::query::{Arg, Sql, Tx, sql};
+use super::query::{Sql, Tx, sql};
 use crate::error::StoreError;
 use crate::token::{NewToken, token_hash};
 
@@ -101,50 +101,37 @@ fn touch(token_id: &str, now: i64) -> Sql<'_> {
         .bind(now - TOUCH_EVERY_MS)
 }
 
-/// Of `hashes`, those of live tokens, looked up inside `tx` with one statement (a write's
-/// batch checks its callers' tokens in its own transaction, without a round trip each);
-/// their last use is written as [`Tokens::authenticate`] writes it. On PostgreSQL the same
-/// statement takes the transaction's advisory locks on `locks` (in their order, before any
-/// later statement of the transaction runs; SQLite's one writer already is the lock).
-pub(super) async fn live_in(
+/// The live tokens among the hashes in `param` (read with [`Tx::in_list`]): hash, id, last
+/// use. A write's batch reads its callers' tokens with its accounts, in its own transaction,
+/// without a round trip of their own ([`live`] then tells which are live).
+pub(super) fn live_sql(tx: &Tx, param: &str) -> String {
+    format!(
+        "SELECT token_hash, token_id, last_used_at FROM api_tokens \
+         WHERE {} AND revoked_at IS NULL",
+        tx.in_list("token_hash", param)
+    )
+}
+
+/// A token [`live_sql`] found.
+pub(super) struct LiveToken {
+    pub(super) hash: String,
+    pub(super) token_id: String,
+    pub(super) last_used_at: Option<i64>,
+}
+
+/// The hashes of `found`, their last use written inside `tx` as [`Tokens::authenticate`]
+/// writes it.
+pub(super) async fn live(
     tx: &mut Tx,
-    hashes: &[&str],
-    locks: &[&str],
+    found: Vec<LiveToken>,
     now: i64,
 ) -> Result<HashSet<String>, StoreError> {
-    let rows: Vec<(Option<String>, Option<String>, Option<i64>)> = match tx {
-        // A function scan yields its rows in the array's order; the count reads every lock
-        // taken, and the one row of `locked` is kept by the outer join whether any token
-        // matches or not, so the locks are taken before the statement ends.
-        Tx::Postgres(_) if !locks.is_empty() => {
-            const SQL: &str = "WITH locked AS (SELECT COUNT(l.locked) AS n FROM \
-                 (SELECT pg_advisory_xact_lock(hashtextextended(c.e, 0)) AS locked \
-                  FROM unnest($2::text[]) WITH ORDINALITY AS c(e, n)) l) \
-                 SELECT t.token_hash, t.token_id, t.last_used_at FROM locked \
-                 LEFT JOIN api_tokens t \
-                 ON t.token_hash = ANY($1::text[]) AND t.revoked_at IS NULL";
-            let query = sql(SQL).bind(Arg::list(hashes)).bind(Arg::list(locks));
-            tx.on().all(query).await?
+    let mut live = HashSet::with_capacity(found.len());
+    for token in found {
+        if stale(token.last_used_at, now) {
+            tx.on().execute(touch(&token.token_id, now)).await?;
         }
-        _ if hashes.is_empty() => Vec::new(),
-        _ => {
-            let statement = format!(
-                "SELECT token_hash, token_id, last_used_at FROM api_tokens \
-                 WHERE {} AND revoked_at IS NULL",
-                tx.in_list("token_hash", "$1")
-            );
-            tx.on().all(sql(statement).bind(Arg::list(hashes))).await?
-        }
-    };
-    let mut live = HashSet::with_capacity(rows.len());
-    for (hash, token_id, last_used_at) in rows {
-        let (Some(hash), Some(token_id)) = (hash, token_id) else {
-            continue;
-        };
-        if stale(last_used_at, now) {
-            tx.on().execute(touch(&token_id, now)).await?;
-        }
-        live.insert(hash);
+        live.insert(token.hash);
     }
     Ok(live)
 }
