@@ -18,7 +18,9 @@
 //! with the accounts (lots and holds), in one; then the ledger rows (movements, draws, what
 //! each lot gave) and the keys with their answers written, in one ([`Chain`]: data-modifying
 //! CTEs on PostgreSQL, one text of four statements on SQLite): a batch of spends costs three
-//! statements on PostgreSQL and two on SQLite, however many spends it holds.
+//! statements on PostgreSQL and two on SQLite, however many spends it holds. The ids it makes
+//! lead with their instant ([`crate::token::ordered_id`]), so its rows go to the last pages of
+//! the id indexes: on SQLite every page a commit dirties is written to the log.
 //!
 //! Every transaction locks its customers before it claims a key: a lane's batch all of its
 //! customers first, in one order; any other request its one customer (a capture or release
@@ -365,7 +367,7 @@ impl Account {
                 let movement_id = if first {
                     format!("expire:{}", lot.lot_id)
                 } else {
-                    format!("expire:{}:{}", lot.lot_id, random("c")?)
+                    format!("expire:{}:{}", lot.lot_id, new_id("c", now)?)
                 };
                 let movement = Movement {
                     movement_id,
@@ -794,8 +796,10 @@ impl<'p> Books<'p> {
     }
 }
 
-fn random(prefix: &str) -> Result<String, StoreError> {
-    crate::token::random_id(prefix).map_err(|e| StoreError::Random(e.to_string()))
+/// A new id of a movement, hold or expiry correction made at `now` ([`crate::token::ordered_id`]:
+/// a batch's rows go to the last pages of their tables' id indexes).
+fn new_id(prefix: &str, now: i64) -> Result<String, StoreError> {
+    crate::token::ordered_id(prefix, now).map_err(|e| StoreError::Random(e.to_string()))
 }
 
 fn metadata_text(value: Option<&serde_json::Value>) -> Option<String> {
@@ -1484,7 +1488,7 @@ async fn carry_out(
                 return Ok(account.insufficient(available));
             };
             let movement = Movement {
-                movement_id: random("sp")?,
+                movement_id: new_id("sp", now)?,
                 kind: "spend",
                 delta: -credits,
                 reference: Some(reference),
@@ -1518,7 +1522,7 @@ async fn carry_out(
             if account.balance() <= 0 || *credits > available {
                 return Ok(account.insufficient(available));
             }
-            let hold_id = random("hold")?;
+            let hold_id = new_id("hold", now)?;
             let expires_at = now.saturating_add(*expires_in_ms);
             tx.on()
                 .execute(
@@ -1567,7 +1571,7 @@ async fn carry_out(
             let Some(draws) = after.draw(take, available, now) else {
                 return Ok(account.insufficient(account.available()));
             };
-            let spend_id = random("sp")?;
+            let spend_id = new_id("sp", now)?;
             // Settled here first, and only if still active: a second guard beside the
             // customer's lock, which the upkeep takes too (a capture racing the upkeep is
             // `a_capture_racing_the_upkeep_settles_the_hold_once_postgres`).
@@ -1633,7 +1637,7 @@ async fn carry_out(
             lasts_ms,
         } => {
             let (account, ledger) = books.account(tx, customer_email, now).await?;
-            let adjustment_id = random("adj")?;
+            let adjustment_id = new_id("adj", now)?;
             let mut movement = Movement {
                 movement_id: adjustment_id.clone(),
                 kind: "adjust",
