@@ -400,6 +400,24 @@ fn seen(keyed: &Keyed, holds: &mut Vec<String>) -> Seen {
     }
 }
 
+/// Carries out `waiting` as one of the spend API's lanes would, in one transaction: how each
+/// was answered.
+async fn batch(
+    store: &Store,
+    waiting: &[CreditWrite],
+    packages: &Packages,
+    holds: &mut Vec<String>,
+) -> Vec<Seen> {
+    let writes: Vec<&CreditWrite> = waiting.iter().collect();
+    let applied = store
+        .credits()
+        .apply_batch(&writes, packages)
+        .await
+        .unwrap();
+    assert_eq!(applied.len(), writes.len());
+    applied.iter().map(|a| seen(&a.keyed, holds)).collect()
+}
+
 /// Runs `ops` on a fresh store, each keyed request on its own, or (`batched`) with every run
 /// of spends, holds and adjustments gathered into one transaction as the spend API's lanes
 /// gather them (a capture or release on its own, as they run); how each was answered, the
@@ -414,14 +432,7 @@ async fn transcript(ops: &[Op], batched: bool) -> (Vec<Seen>, Sums, [i64; 3]) {
         let gathered =
             batched && matches!(op, Op::Spend { .. } | Op::Hold { .. } | Op::Adjust { .. });
         if !gathered && !waiting.is_empty() {
-            let writes: Vec<&CreditWrite> = waiting.iter().collect();
-            let applied = store
-                .credits()
-                .apply_batch(&writes, &packages)
-                .await
-                .unwrap();
-            assert_eq!(applied.len(), writes.len());
-            answers.extend(applied.iter().map(|a| seen(&a.keyed, &mut holds)));
+            answers.extend(batch(&store, &waiting, &packages, &mut holds).await);
             waiting.clear();
         }
         let Some((key, request)) = outside(
@@ -457,13 +468,7 @@ async fn transcript(ops: &[Op], batched: bool) -> (Vec<Seen>, Sums, [i64; 3]) {
             .unwrap();
         answers.push(seen(&keyed, &mut holds));
     }
-    let writes: Vec<&CreditWrite> = waiting.iter().collect();
-    let applied = store
-        .credits()
-        .apply_batch(&writes, &packages)
-        .await
-        .unwrap();
-    answers.extend(applied.iter().map(|a| seen(&a.keyed, &mut holds)));
+    answers.extend(batch(&store, &waiting, &packages, &mut holds).await);
     let view = store
         .credits()
         .balance(EMAIL, &packages, now)
@@ -536,16 +541,9 @@ async fn a_batch_refuses_dead_tokens_and_carries_out_a_live_one_under_the_same_k
         write(Some(&revoked), "other", 2),
         write(None, "trusted", 1),
     ];
-    let writes: Vec<&CreditWrite> = waiting.iter().collect();
-    let applied = store
-        .credits()
-        .apply_batch(&writes, &packages)
-        .await
-        .unwrap();
     let mut holds = Vec::new();
-    let answered: Vec<Seen> = applied.iter().map(|a| seen(&a.keyed, &mut holds)).collect();
     assert_eq!(
-        answered,
+        batch(&store, &waiting, &packages, &mut holds).await,
         [
             Seen::Unauthorized,
             Seen::Fresh(201, "Spent".to_owned()),
@@ -564,15 +562,8 @@ async fn a_batch_refuses_dead_tokens_and_carries_out_a_live_one_under_the_same_k
         write(Some(&live), "other", 2),
         write(Some(&live), "shared", 3),
     ];
-    let writes: Vec<&CreditWrite> = again.iter().collect();
-    let applied = store
-        .credits()
-        .apply_batch(&writes, &packages)
-        .await
-        .unwrap();
-    let answered: Vec<Seen> = applied.iter().map(|a| seen(&a.keyed, &mut holds)).collect();
     assert_eq!(
-        answered,
+        batch(&store, &again, &packages, &mut holds).await,
         [
             Seen::Fresh(201, "Spent".to_owned()),
             Seen::Replayed(201, "Spent".to_owned()),
