@@ -107,9 +107,9 @@ const TOKEN_ROW: i64 = 4;
 /// named) a lot as it will be written for each unlocked order of theirs that has none yet,
 /// and (flagged) their active holds (the hold's id, expiry and credits in the lot's id,
 /// expiry and credits): one statement, each row with its customer last. With `keys`,
-/// (flagged) also the committed rows of the keys sent as records in `$2` (the key, its
-/// request's fingerprint, status and answer in the lot's id, order, created and package,
-/// its scope in the customer's place). With `tokens`, (flagged) also the live API tokens
+/// (flagged) also the committed rows of the keys sent as records in that parameter (the
+/// key, its request's fingerprint, status and answer in the lot's id, order, created and
+/// package, its scope in the customer's place). With `tokens`, (flagged) also the live API tokens
 /// among the hashes in that parameter ([`super::tokens::live_sql`]: the hash, the token's id
 /// and its last use in the lot's id, order and expiry). A batch reads its callers' tokens,
 /// its keys and its accounts in one round trip.
@@ -517,7 +517,7 @@ async fn read_lots(
     let tokens_param = (!tokens.is_empty()).then(|| param(Arg::list(tokens)));
     let statement = lots_sql(tx, keys_param.as_deref(), tokens_param.as_deref());
     let rows: Vec<FlaggedLotRow> = tx.on().all(sql(statement).bind_all(args)).await?;
-    let mut found = LotsAndHolds::default();
+    let mut read = LotsAndHolds::default();
     for row in rows {
         let (lot_id, order_id, expires_at, expired_at, created_at) =
             (row.0, row.1, row.2, row.3, row.4);
@@ -530,11 +530,11 @@ async fn read_lots(
                     status: created_at,
                     body: package.unwrap_or_default(),
                 };
-                found.found.keys.insert((email, lot_id), first);
+                read.found.keys.insert((email, lot_id), first);
                 continue;
             }
             TOKEN_ROW => {
-                found.found.tokens.push(LiveToken {
+                read.found.tokens.push(LiveToken {
                     hash: lot_id,
                     token_id: order_id.unwrap_or_default(),
                     last_used_at: expires_at,
@@ -544,8 +544,7 @@ async fn read_lots(
             ACTIVE_HOLD => {
                 let expires_at =
                     expires_at.ok_or_else(|| StoreError::Missing("a hold's expiry".to_owned()))?;
-                found
-                    .holds
+                read.holds
                     .entry(email)
                     .or_default()
                     .push((granted, expires_at));
@@ -577,7 +576,7 @@ async fn read_lots(
             }
             _ => expires_at,
         };
-        found.lots.entry(email).or_default().push(Lot {
+        read.lots.entry(email).or_default().push(Lot {
             lot_id,
             order_id,
             expires_at,
@@ -588,7 +587,7 @@ async fn read_lots(
             expired_credits,
         });
     }
-    Ok(found)
+    Ok(read)
 }
 
 /// One row of `credit_movements`.

@@ -22,11 +22,11 @@ macro_rules! newer_state {
     };
 }
 
-/// `column` set from the event when `newer` (its state, or its schedule's, is at least as
+/// Each `column` set from the event when `newer` (its state, or its schedule's, is at least as
 /// recent as the one recorded).
 macro_rules! follows {
-    ($newer:expr, $column:literal) => {
-        concat!(
+    ($newer:expr, $($column:literal),+) => {
+        concat!($(
             $column,
             " = CASE WHEN ",
             $newer,
@@ -35,7 +35,7 @@ macro_rules! follows {
             " ELSE subscriptions.",
             $column,
             " END, "
-        )
+        ),+)
     };
 }
 
@@ -98,12 +98,15 @@ const UPSERT_SUBSCRIPTION: &str = concat!(
         plan_as_of = CASE WHEN ",
     moves_plan!(),
     " THEN excluded.plan_as_of ELSE subscriptions.plan_as_of END, ",
-    follows!(newer_state!(), "status"),
-    follows!(newer_state!(), "cancel_at_period_end"),
-    follows!(newer_state!(), "renewal_plan"),
-    follows!(newer_state!(), "renewal_price_amount"),
-    follows!(newer_state!(), "renewal_price_currency"),
-    follows!(newer_state!(), "status_as_of"),
+    follows!(
+        newer_state!(),
+        "status",
+        "cancel_at_period_end",
+        "renewal_plan",
+        "renewal_price_amount",
+        "renewal_price_currency",
+        "status_as_of"
+    ),
     "updated_at = excluded.updated_at"
 );
 
@@ -119,13 +122,20 @@ macro_rules! newer_schedule {
 /// event at least as recent as the recorded one. The row is created when the schedule's
 /// event comes first; the subscription's own events fill in the rest.
 const UPSERT_SCHEDULE: &str = concat!(
-    "INSERT INTO subscriptions (subscription_id, created_at, updated_at, schedule_id,         schedule_as_of, scheduled_at, scheduled_plan, scheduled_price_amount,         scheduled_price_currency)     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8)     ON CONFLICT (subscription_id) DO UPDATE SET ",
-    follows!(newer_schedule!(), "schedule_id"),
-    follows!(newer_schedule!(), "scheduled_at"),
-    follows!(newer_schedule!(), "scheduled_plan"),
-    follows!(newer_schedule!(), "scheduled_price_amount"),
-    follows!(newer_schedule!(), "scheduled_price_currency"),
-    follows!(newer_schedule!(), "schedule_as_of"),
+    "INSERT INTO subscriptions (subscription_id, created_at, updated_at, schedule_id, \
+         schedule_as_of, scheduled_at, scheduled_plan, scheduled_price_amount, \
+         scheduled_price_currency) \
+     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8) \
+     ON CONFLICT (subscription_id) DO UPDATE SET ",
+    follows!(
+        newer_schedule!(),
+        "schedule_id",
+        "scheduled_at",
+        "scheduled_plan",
+        "scheduled_price_amount",
+        "scheduled_price_currency",
+        "schedule_as_of"
+    ),
     "updated_at = excluded.updated_at"
 );
 
