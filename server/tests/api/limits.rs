@@ -220,9 +220,9 @@ async fn stalled_webhook_bodies_are_dropped_at_the_deadline_and_their_memory_ret
         after <= before + 20 * 1024,
         "resident memory {before} KiB before, {after} KiB after"
     );
-    // And Stripe's deliveries are answered as before.
+    // And Stripe's deliveries are taken as before.
     server
-        .deliver_body(fixture("checkout.session.completed.free"))
+        .deliver_body_retrying(fixture("checkout.session.completed.free"))
         .await;
 }
 
