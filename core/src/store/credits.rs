@@ -135,9 +135,8 @@ fn lots_sql(tx: &Tx, keys: Option<&str>, tokens: Option<&str>) -> String {
              SELECT r.idempotency_key, r.request_hash, NULL, NULL, CAST(r.status AS BIGINT), \
                  CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT), r.body, \
                  CAST({KEY_ROW} AS BIGINT), r.scope \
-             FROM credit_requests r JOIN {} \
-             ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
-            tx.records(param, "k", &KEY_COLUMNS[..2])
+             FROM {}",
+            keys_rows(tx, param)
         )
     } else {
         String::new()
@@ -1338,6 +1337,23 @@ type FirstRequests = HashMap<(String, String), FirstRequest>;
 /// A key as its scope and itself name it.
 type KeyName<'a> = (KeyScope, &'a str);
 
+/// The rows (`r`) of `credit_requests` under the keys sent as records of [`KEY_COLUMNS`]'
+/// first two in `param` (`k`): each found through the table's primary key. On PostgreSQL a
+/// plain join may be planned as a hash join over the whole table (the records count as 100
+/// rows, and a plan cached while the table was small is kept as it grows: every batch then
+/// read every key kept, 30 days of them); a lateral probe of at most one row cannot.
+fn keys_rows(tx: &Tx, param: &str) -> String {
+    let records = tx.records(param, "k", &KEY_COLUMNS[..2]);
+    let matching = "r.scope = k.scope AND r.idempotency_key = k.idempotency_key";
+    match tx {
+        Tx::Postgres(_) => format!(
+            "{records} CROSS JOIN LATERAL \
+             (SELECT * FROM credit_requests r WHERE {matching} LIMIT 1) r"
+        ),
+        Tx::Sqlite(_) => format!("credit_requests r JOIN {records} ON {matching}"),
+    }
+}
+
 /// `keys` as records of [`KEY_COLUMNS`]' first two.
 fn key_records(keys: &[KeyName<'_>]) -> Records {
     let mut records = Records::default();
@@ -1358,9 +1374,8 @@ async fn read_keys(tx: &mut Tx, claims: &[&KeyClaim<'_>]) -> Result<FirstRequest
     let keys = key_records(&names);
     let statement = format!(
         "SELECT r.scope, r.idempotency_key, r.request_hash, \
-         CAST(r.status AS BIGINT), r.body FROM credit_requests r JOIN {} \
-         ON r.scope = k.scope AND r.idempotency_key = k.idempotency_key",
-        tx.records("$1", "k", &KEY_COLUMNS[..2])
+         CAST(r.status AS BIGINT), r.body FROM {}",
+        keys_rows(tx, "$1")
     );
     let rows: Vec<(String, String, String, i64, String)> =
         tx.on().all(sql(statement).bind(keys.arg())).await?;
