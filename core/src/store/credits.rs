@@ -1341,7 +1341,8 @@ type KeyName<'a> = (KeyScope, &'a str);
 /// first two in `param` (`k`): each found through the table's primary key. On PostgreSQL a
 /// plain join may be planned as a hash join over the whole table (the records count as 100
 /// rows, and a plan cached while the table was small is kept as it grows: every batch then
-/// read every key kept, 30 days of them); a lateral probe of at most one row cannot.
+/// read every key kept, 30 days of them); a lateral probe of at most one row cannot (its
+/// `LIMIT` keeps the planner from flattening it back into a join).
 fn keys_rows(tx: &Tx, param: &str) -> String {
     let records = tx.records(param, "k", &KEY_COLUMNS[..2]);
     let matching = "r.scope = k.scope AND r.idempotency_key = k.idempotency_key";
