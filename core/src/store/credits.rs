@@ -107,12 +107,13 @@ const TOKEN_ROW: i64 = 4;
 /// named) a lot as it will be written for each unlocked order of theirs that has none yet,
 /// and (flagged) their active holds (the hold's id, expiry and credits in the lot's id,
 /// expiry and credits): one statement, each row with its customer last. With `keys`,
-/// (flagged) also the committed rows of the keys sent as records in that parameter (the
-/// key, its request's fingerprint, status and answer in the lot's id, order, created and
-/// package, its scope in the customer's place). With `tokens`, (flagged) also the live API tokens
-/// among the hashes in that parameter ([`super::tokens::live_sql`]: the hash, the token's id
-/// and its last use in the lot's id, order and expiry). A batch reads its callers' tokens,
-/// its keys and its accounts in one round trip.
+/// (flagged) also the committed rows of the keys sent as records in that parameter
+/// ([`keys_rows`]: the key, its request's fingerprint, status and answer in the lot's id,
+/// order, created and package, its scope in the customer's place). With `tokens`, (flagged)
+/// also the live API tokens among the hashes in that parameter
+/// ([`super::tokens::live_sql`]: the hash, the token's id and its last use in the lot's id,
+/// order and expiry). A batch reads its callers' tokens, its keys and its accounts in one
+/// round trip.
 fn lots_sql(tx: &Tx, keys: Option<&str>, tokens: Option<&str>) -> String {
     let (lots, orders, holds) = (
         tx.in_list("c.customer_email", "$1"),
