@@ -10,7 +10,36 @@ export PATH="$HOME/.cargo/bin:$ROOT/node_modules/.bin:$PATH"
 WASM_BINDGEN_VERSION=0.2.129
 CARGO_LEPTOS_VERSION=0.3.10
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's name and seconds, for the table `step_times` prints at the end of a run.
+STEP_TIMES="$(mktemp)"
+STEP_NAME=""
+STEP_START=0
+RUN_START="$(date +%s)"
+
+end_step() {
+  if [ -n "$STEP_NAME" ]; then
+    printf '%s\t%s\n' "$(( $(date +%s) - STEP_START ))" "$STEP_NAME" >> "$STEP_TIMES"
+  fi
+  STEP_NAME=""
+}
+
+step() {
+  end_step
+  STEP_NAME="$*"
+  STEP_START="$(date +%s)"
+  printf '\n==> %s\n' "$*"
+}
+
+# The time each step took, in the order they ran (a failed run's last step included).
+step_times() {
+  end_step
+  printf '\n%8s  %s\n' "seconds" "step"
+  while IFS="$(printf '\t')" read -r seconds name; do
+    printf '%8s  %s\n' "$seconds" "$name"
+  done < "$STEP_TIMES"
+  printf '%8s  %s\n' "$(( $(date +%s) - RUN_START ))" "in all"
+  rm -f "$STEP_TIMES"
+}
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -639,6 +639,11 @@ mod server_words {
                 CallError::IdempotencyMismatch { key, error } => {
                     td_string!(locale, messages.call_mismatch, key, error)
                 }
+                CallError::NotStripe {
+                    key,
+                    api_base,
+                    attempts,
+                } => td_string!(locale, messages.call_not_stripe, key, api_base, attempts),
                 CallError::Config(detail) => td_string!(locale, messages.call_config, detail),
                 CallError::Store(_) => td_string!(locale, messages.db_unavailable).to_string(),
             }

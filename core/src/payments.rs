@@ -395,9 +395,19 @@ fn unanswered_refund(order: &OrderView) -> Option<&StripeRequestView> {
         .find(|r| r.operation == "refund" && r.status.is_unanswered())
 }
 
-/// The total refunded after a request, read back from its key (`refund:<order>:<total>`).
-fn refunded_after(key: &str) -> Option<i64> {
-    key.rsplit_once(':')?.1.parse().ok()
+/// The attempt a new refund leaving `total` refunded goes out as: 1, or one past the last
+/// that Stripe refused (a refusal is final under its key, and nothing was made under it; a
+/// changed-parameters error is not a refusal and stays in the way, to be looked into).
+fn next_refund_attempt(order: &OrderView, total: i64) -> i64 {
+    order
+        .stripe_requests
+        .iter()
+        .filter(|r| r.operation == "refund" && r.is_refused())
+        .filter_map(|r| Operation::refund_key_parts(&order.order_id, &r.idempotency_key))
+        .filter(|(refunded_after, _)| *refunded_after == total)
+        .map(|(_, attempt)| attempt)
+        .max()
+        .map_or(1, |attempt| attempt.saturating_add(1))
 }
 
 /// What of `order` a refund could still return, in minor units (0: all of it is refunded),
@@ -435,7 +445,8 @@ pub fn check_refund_amount(order: &OrderView, amount: i64) -> Result<(), Payment
 /// proportion, once; audited as `actor` with `reason`. The key names the refunded total after
 /// this refund (`refund:<order>:<total>`): a retry (a second operator, a crash) sends the same
 /// key and gets the same refund back, a further partial refund is a new operation. A refund
-/// without an answer yet is sent again before any new one.
+/// without an answer yet is sent again before any new one; one Stripe refused is asked again
+/// under the next key (`refund:<order>:<total>:2`), the refusal kept in the order's history.
 pub async fn refund(
     store: &Store,
     api: &StripeApi,
@@ -450,13 +461,15 @@ pub async fn refund(
     // the errors); the key keeps minor units, as Stripe's API does.
     let currency = order.currency.clone().unwrap_or_else(|| "chf".into());
     let money = |minor: i64| format_money(minor, &currency);
-    let (amount, total) = match unanswered_refund(&order) {
+    let (amount, total, attempt) = match unanswered_refund(&order) {
         Some(pending) => {
             let pending_amount = pending.amount.unwrap_or_default();
-            let total = refunded_after(&pending.idempotency_key);
-            match (total, amount) {
-                (Some(total), None) => (pending_amount, total),
-                (Some(total), Some(asked)) if asked == pending_amount => (asked, total),
+            let sent = Operation::refund_key_parts(order_id.as_str(), &pending.idempotency_key);
+            match (sent, amount) {
+                (Some((total, attempt)), None) => (pending_amount, total, attempt),
+                (Some((total, attempt)), Some(asked)) if asked == pending_amount => {
+                    (asked, total, attempt)
+                }
                 _ => {
                     return Err(PaymentError::RefundUnanswered {
                         order_id: order_id.clone(),
@@ -492,7 +505,7 @@ pub async fn refund(
                 .gross_refunded
                 .checked_add(amount)
                 .ok_or_else(|| StoreError::OutOfRange(format!("order {order_id}")))?;
-            (amount, total)
+            (amount, total, next_refund_attempt(&order, total))
         }
     };
     let payment_intent = order
@@ -502,6 +515,7 @@ pub async fn refund(
     let operation = Operation::Refund {
         amount,
         refunded_after: total,
+        attempt,
     };
     let key = operation.key(order_id);
     let audit = |outcome: String| {
@@ -604,12 +618,6 @@ impl StripeApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_refunded_total_is_read_back_from_the_key() {
-        assert_eq!(refunded_after("refund:ord_1:2450"), Some(2450));
-        assert_eq!(refunded_after("refund:ord_1"), None);
-    }
 
     #[test]
     fn emails_are_trimmed_lowercased_and_checked() {

@@ -9,8 +9,11 @@
 //!   until a retry answers, the request is `indeterminate` (Stripe may have acted);
 //! - a 400 `idempotency_error` (the parameters changed under one key) is a bug to surface,
 //!   never a reason to make up a new key;
-//! - a request that succeeded or was refused is final: it is never sent again, so a key older
-//!   than Stripe's 24 hours can never create a second object.
+//! - a request that succeeded or was refused is final under its key: it is never sent again,
+//!   so a key older than Stripe's 24 hours can never create a second object. An operation
+//!   that Stripe refused (a 4xx: insufficient balance, a key without the permission or rolled)
+//!   is asked again under its next key (`…:2`, `…:3`): safe, since nothing was made under the
+//!   refused one.
 //!
 //! Every HTTP request it sends (retries and GETs included) is reported to its
 //! [`Observer`], which the server counts in `/metrics`.
@@ -40,8 +43,13 @@ pub enum Operation {
     /// expired unpaid.
     CheckoutSession { generation: i64 },
     /// A refund of `amount` that leaves `refunded_after` refunded in total: a retry names the
-    /// same total (and replays), a second partial refund a larger one (a new operation).
-    Refund { amount: i64, refunded_after: i64 },
+    /// same total (and replays), a second partial refund a larger one (a new operation);
+    /// `attempt` 2, 3… after Stripe refused the one before.
+    Refund {
+        amount: i64,
+        refunded_after: i64,
+        attempt: i64,
+    },
     /// The Checkout Session (`mode=subscription`) of a subscription the shop asked for, by
     /// generation like an order's.
     SubscriptionCheckout { generation: i64 },
@@ -71,9 +79,14 @@ impl Operation {
             Operation::CheckoutSession { generation } => {
                 format!("checkout-session:{subject}:{generation}")
             }
-            Operation::Refund { refunded_after, .. } => {
-                format!("refund:{subject}:{refunded_after}")
-            }
+            Operation::Refund {
+                refunded_after,
+                attempt,
+                ..
+            } => match attempt {
+                ..=1 => format!("refund:{subject}:{refunded_after}"),
+                n => format!("refund:{subject}:{refunded_after}:{n}"),
+            },
             Operation::SubscriptionCheckout { generation } if generation <= 1 => {
                 format!("subscription-checkout:{subject}")
             }
@@ -91,6 +104,19 @@ impl Operation {
                 }
             }
         }
+    }
+
+    /// The refunded total and the attempt a refund's key of `subject` names: the inverse of
+    /// [`Operation::key`] for [`Operation::Refund`]. The subject is known, so an order id
+    /// holding `:` reads right.
+    pub fn refund_key_parts(subject: &str, key: &str) -> Option<(i64, i64)> {
+        let rest = key.strip_prefix("refund:")?.strip_prefix(subject)?;
+        let rest = rest.strip_prefix(':')?;
+        let (total, attempt) = match rest.split_once(':') {
+            Some((total, attempt)) => (total, attempt.parse().ok().filter(|n| *n > 1)?),
+            None => (rest, 1),
+        };
+        Some((total.parse().ok()?, attempt))
     }
 
     /// The money the operation moves, recorded with the request so that it can be sent again
@@ -178,6 +204,17 @@ pub enum CallError {
          find what changed (configuration, order) before asking again"
     )]
     IdempotencyMismatch { key: String, error: String },
+    #[error(
+        "{api_base} answered {key} with an HTTP error that is not Stripe's (its body holds no \
+         Stripe error), {attempts} time(s): STRIPE_API_BASE is probably wrong. The request stays \
+         indeterminate under its key: once the address is right, asking again sends the same \
+         key, so nothing is made twice"
+    )]
+    NotStripe {
+        key: String,
+        api_base: String,
+        attempts: i64,
+    },
     #[error("the Stripe client is misconfigured: {0}")]
     Config(String),
     #[error(transparent)]
@@ -214,6 +251,10 @@ impl fmt::Debug for StripeApi {
 enum Next {
     /// Timeout, lost connection, 409, 429, 5xx: Stripe may have acted; ask again, same key.
     Retry,
+    /// An HTTP error whose body is not a Stripe error: whatever answered is not Stripe (a
+    /// wrong API base), or a proxy in front of it. Asked again like [`Next::Retry`]; if it
+    /// is the last answer, the caller is told it is a configuration fault.
+    NotStripe,
     /// 400 `idempotency_error`: the parameters changed under the key. A bug to surface.
     Mismatch,
     /// Any other 4xx: Stripe refused; the same key would get the same answer.
@@ -249,6 +290,10 @@ fn request_id_of(log_url: Option<&str>) -> Option<String> {
         .collect();
     Some(id)
 }
+
+/// What async-stripe reports for a non-2xx answer whose body does not parse as Stripe's
+/// error (`hyper/client.rs`); pinned with the crate's exact version.
+const NOT_A_STRIPE_ERROR: &str = "error deserializing Stripe error";
 
 fn classify(error: StripeError) -> Result<Failure, CallError> {
     let transport = |error: String| Failure {
@@ -288,6 +333,11 @@ fn classify(error: StripeError) -> Result<Failure, CallError> {
         }
         StripeError::Timeout => transport("timed out waiting for Stripe".into()),
         StripeError::ClientError(e) => transport(format!("connection to Stripe failed: {e}")),
+        // async-stripe's words for a non-2xx answer whose body is not a Stripe error.
+        StripeError::JSONDeserialize(e) if e == NOT_A_STRIPE_ERROR => Failure {
+            next: Next::NotStripe,
+            ..transport("an HTTP error that is not Stripe's (no Stripe error in its body)".into())
+        },
         // An unreadable answer (a proxy's HTML error page, say): Stripe may have acted.
         StripeError::JSONDeserialize(e) => transport(format!("unreadable answer from Stripe: {e}")),
         StripeError::ConfigError(e) => return Err(CallError::Config(e)),
@@ -384,6 +434,7 @@ impl StripeApi {
             .map_err(|e| CallError::Config(format!("unusable Idempotency-Key {key}: {e:?}")))?;
 
         let mut last = String::new();
+        let mut not_stripe = false;
         let mut attempts = 0;
         for attempt in 0..self.config.max_attempts {
             if attempt > 0 {
@@ -442,7 +493,7 @@ impl StripeApi {
             };
             let outcome = RequestOutcome {
                 status: match failure.next {
-                    Next::Retry => RequestStatus::Indeterminate,
+                    Next::Retry | Next::NotStripe => RequestStatus::Indeterminate,
                     Next::Mismatch | Next::Rejected => RequestStatus::Failed,
                 },
                 http_status: failure.http_status,
@@ -454,8 +505,9 @@ impl StripeApi {
                 .stripe_requests()
                 .record_outcome(&key, &outcome, now_ms())
                 .await?;
+            not_stripe = failure.next == Next::NotStripe;
             match failure.next {
-                Next::Retry => {
+                Next::Retry | Next::NotStripe => {
                     tracing::warn!(key = ?key.as_str(), attempt = attempts, %error, "Stripe call to retry");
                     last = error;
                 }
@@ -471,6 +523,14 @@ impl StripeApi {
                     });
                 }
             }
+        }
+        if not_stripe {
+            tracing::error!(key = ?key.as_str(), api_base = %self.config.api_base, "the Stripe API base does not answer as Stripe");
+            return Err(CallError::NotStripe {
+                key,
+                api_base: self.config.api_base.clone(),
+                attempts,
+            });
         }
         Err(CallError::Indeterminate {
             key,
@@ -551,6 +611,12 @@ impl StripeApi {
     }
 }
 
+/// Whether a failed request's recorded error is Stripe's `idempotency_error` (the parameters
+/// changed under its key: a bug to surface) rather than a refusal of the request itself.
+pub(crate) fn is_idempotency_error(error: &str) -> bool {
+    error.starts_with(ApiErrorsType::IdempotencyError.as_str())
+}
+
 /// A succeeded or failed request is not sent again.
 fn final_state<T>(record: StripeRequestView) -> Result<Option<Sent<T>>, CallError> {
     match record.status {
@@ -558,7 +624,7 @@ fn final_state<T>(record: StripeRequestView) -> Result<Option<Sent<T>>, CallErro
         RequestStatus::Failed => {
             let error = record.error.unwrap_or_default();
             let http_status = record.http_status.unwrap_or_default() as u16;
-            if error.starts_with("idempotency_error") {
+            if is_idempotency_error(&error) {
                 Err(CallError::IdempotencyMismatch {
                     key: record.idempotency_key,
                     error,
@@ -581,6 +647,39 @@ mod tests {
     use crate::ids::OrderId;
 
     #[test]
+    fn a_refund_key_reads_back_as_its_total_and_attempt() {
+        for order in ["ord_42", "shop:7", "o:1"] {
+            for (total, attempt) in [(2450, 1), (4900, 1), (4900, 2), (1, 17)] {
+                let key = Operation::Refund {
+                    amount: 1,
+                    refunded_after: total,
+                    attempt,
+                }
+                .key(&order);
+                assert_eq!(
+                    Operation::refund_key_parts(order, &key),
+                    Some((total, attempt)),
+                    "{key}"
+                );
+            }
+        }
+        assert_eq!(Operation::refund_key_parts("ord_1", "refund:ord_1"), None);
+        assert_eq!(
+            Operation::refund_key_parts("ord_1", "refund:ord_12:5"),
+            None
+        );
+        assert_eq!(
+            Operation::refund_key_parts("ord_1", "refund:ord_1:5:1"),
+            None
+        );
+        assert_eq!(Operation::refund_key_parts("ord_1", "refund:ord_1:x"), None);
+        assert_eq!(
+            Operation::refund_key_parts("ord_1", "checkout-session:ord_1:2"),
+            None
+        );
+    }
+
+    #[test]
     fn keys_are_derived_from_operation_and_order() {
         let order = OrderId::parse("ord_42").unwrap();
         assert_eq!(
@@ -591,17 +690,15 @@ mod tests {
             Operation::CheckoutSession { generation: 2 }.key(&order),
             "checkout-session:ord_42:2"
         );
-        let partial = Operation::Refund {
+        let refund = |refunded_after, attempt| Operation::Refund {
             amount: 2450,
-            refunded_after: 2450,
+            refunded_after,
+            attempt,
         };
-        assert_eq!(partial.key(&order), "refund:ord_42:2450");
-        assert_eq!(partial.amount(), Some(2450));
-        let rest = Operation::Refund {
-            amount: 2450,
-            refunded_after: 4900,
-        };
-        assert_eq!(rest.key(&order), "refund:ord_42:4900");
+        assert_eq!(refund(2450, 1).key(&order), "refund:ord_42:2450");
+        assert_eq!(refund(2450, 1).amount(), Some(2450));
+        assert_eq!(refund(4900, 1).key(&order), "refund:ord_42:4900");
+        assert_eq!(refund(4900, 2).key(&order), "refund:ord_42:4900:2");
         let reference = crate::ids::SubscriptionRef::parse("abo-7").unwrap();
         let cancel = |at_period_end, attempt| Operation::CancelSubscription {
             at_period_end,

@@ -31,6 +31,19 @@ use crate::stripe::StripeApi;
 /// A failed claim is tried again at most this long after its last attempt.
 const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(3600);
 
+/// How a failed attempt that will be retried is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Something an operator may need to look at.
+    Warn,
+    /// A wait Stripe's delivery order makes normal (a refund before its order's payment):
+    /// below `warn`, until the attempts run out.
+    ExpectedWait,
+    /// Nothing a retry could change (the payload contradicts what is stored): the claim
+    /// fails at once.
+    Never,
+}
+
 /// Fulfilment workers `serve` runs unless told otherwise.
 pub const DEFAULT_WORKERS: usize = 2;
 
@@ -383,11 +396,23 @@ impl Worker {
                 );
                 self.fail(claim, error).await
             }
+            Ok(Fulfilled::PaymentTaken {
+                invoice_id,
+                payment_intent,
+                order_id,
+            }) => {
+                let error = format!(
+                    "payment {payment_intent} already belongs to order {order_id}, so invoice {invoice_id} cannot be recorded as paid by it: the event contradicts what Stripe sent before. Nothing was written and it is not retried; compare both in Stripe's Dashboard, and re-drive once the cause is known"
+                );
+                self.fail_as(claim, error, Retry::Never).await
+            }
             Ok(Fulfilled::OrderNotFound { payment_intent }) => {
                 let error = format!(
                     "no order is paid by {payment_intent} yet; its checkout session event may still be on the way"
                 );
-                self.fail(claim, error).await
+                // Stripe sends in any order: a wait, not something for an operator, until
+                // the attempts run out.
+                self.fail_as(claim, error, Retry::ExpectedWait).await
             }
             Err(error) if error.is_transient() => {
                 // The database stayed away for the whole lease: give the claim back without
@@ -411,22 +436,39 @@ impl Worker {
 
     /// Records a failed attempt: retried after an exponential backoff, or failed for good.
     async fn fail(&self, claim: LeasedClaim, error: String) -> Result<Attempt, StoreError> {
+        self.fail_as(claim, error, Retry::Warn).await
+    }
+
+    /// [`Worker::fail`], logged as `retry` says while the claim is to be retried (a claim
+    /// that gave up is always a warning).
+    async fn fail_as(
+        &self,
+        claim: LeasedClaim,
+        error: String,
+        retry: Retry,
+    ) -> Result<Attempt, StoreError> {
         let backoff = Backoff::new(self.config.base_backoff, MAX_RETRY_BACKOFF);
         let next = now_ms() + backoff.after_attempts_ms(claim.attempts);
+        let max_attempts = match retry {
+            Retry::Never => 0,
+            Retry::Warn | Retry::ExpectedWait => self.config.max_attempts,
+        };
         let gave_up = self
             .store
             .claims()
-            .record_failure(
-                &claim.event_id,
-                &self.owner,
-                &error,
-                next,
-                self.config.max_attempts,
-            )
+            .record_failure(&claim.event_id, &self.owner, &error, next, max_attempts)
             .await?;
         let event_id = claim.event_id.clone();
         let attempt = match gave_up {
             None => Attempt::LeaseLost { event_id },
+            Some(false) if retry == Retry::ExpectedWait => {
+                tracing::info!(event_id = %claim.event_id, attempts = claim.attempts, %error, "fulfilment waits for an event still to come");
+                Attempt::Failed {
+                    event_id,
+                    error,
+                    gave_up: false,
+                }
+            }
             Some(gave_up) => {
                 tracing::warn!(event_id = %claim.event_id, attempts = claim.attempts, gave_up, %error, "fulfilment attempt failed");
                 Attempt::Failed {

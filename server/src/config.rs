@@ -4,6 +4,7 @@
 
 pub mod alerts;
 pub mod flags;
+pub mod outbound;
 pub mod span;
 
 use std::net::SocketAddr;

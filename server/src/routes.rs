@@ -166,6 +166,7 @@ pub(crate) fn router(
         ))
         .layer(sessions)
         .layer(limits::security_headers())
+        .layer(limits::no_store())
         // Pages and server functions' answers compressed as the browser accepts; bodies
         // already encoded (the site's files) pass as they are.
         .layer(
@@ -186,6 +187,7 @@ pub(crate) fn router(
         dashboard::Site::Folder(_) => axum::Router::new(),
     };
     let api_routes = api::router()
+        .layer(limits::no_store())
         .layer(axum::extract::DefaultBodyLimit::max(API_MAX_BODY))
         .layer(limits::bounded(API_CONCURRENCY, API_TIMEOUT))
         .layer(axum::middleware::from_fn_with_state(

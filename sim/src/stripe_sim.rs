@@ -45,7 +45,8 @@ mod events;
 use billing::{Billing, SessionPlan};
 use events::{DeliveryState, Endpoint, Outage};
 
-/// What a fault does to the answer of an operation that has been performed.
+/// What a fault does to the answer of an operation that has been performed (or, for
+/// `refuse`, to a request before anything is performed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultMode {
@@ -59,6 +60,10 @@ pub enum FaultMode {
     RateLimit,
     /// Hold the answer for `hold_ms`, then give it: a slow Stripe that works.
     Slow,
+    /// Refuse the request before performing it: 400 `invalid_request_error`
+    /// (`balance_insufficient`), nothing made and no idempotent result saved for its key,
+    /// as Stripe does for a request it turns down before executing.
+    Refuse,
 }
 
 /// Strikes the next `count` requests to `path` (e.g. `/v1/refunds`).
@@ -184,8 +189,19 @@ impl SimState {
 
     /// Likewise, `created` at `at` (unix seconds: a test clock's time).
     fn event_at(&mut self, kind: &str, object: Value, at: i64) -> Value {
+        self.event_with(kind, object, None, at)
+    }
+
+    /// An `*.updated` event of `object`, which was `before`: `data.previous_attributes` holds
+    /// what changed, as Stripe sends it.
+    fn updated_at(&mut self, kind: &str, before: &Value, object: Value, at: i64) -> Value {
+        let previous = previous_attributes(before, &object);
+        self.event_with(kind, object, Some(previous), at)
+    }
+
+    fn event_with(&mut self, kind: &str, object: Value, previous: Option<Value>, at: i64) -> Value {
         let id = self.next("evt");
-        let event = json!({
+        let mut event = json!({
             "id": id,
             "object": "event",
             "type": kind,
@@ -197,6 +213,9 @@ impl SimState {
             "data": { "object": object },
             "_sim_made_at": now_ms(),
         });
+        if let Some(previous) = previous {
+            event["data"]["previous_attributes"] = previous;
+        }
         self.events.push(event.clone());
         self.queue(&id);
         if self.chance(self.twin_rate) {
@@ -239,6 +258,9 @@ impl SimState {
             "id": charge.id,
             "object": "charge",
             "amount": charge.amount.unwrap_or(charge.refunded),
+            "amount_captured": charge.amount.unwrap_or(charge.refunded),
+            "captured": true,
+            "billing_details": empty_billing_details(),
             "amount_refunded": charge.refunded,
             "refunded": charge.amount.is_some_and(|a| charge.refunded >= a),
             "currency": charge.currency,
@@ -385,6 +407,73 @@ fn router(public_url: String, options: SimOptions) -> Result<(Router, Sim), SimE
     Ok((router, sim))
 }
 
+/// A charge's `billing_details`, which Stripe always sends (each field `null` when Checkout
+/// collected nothing).
+pub(crate) fn empty_billing_details() -> Value {
+    json!({
+        "address": {
+            "city": null, "country": null, "line1": null, "line2": null,
+            "postal_code": null, "state": null,
+        },
+        "email": null,
+        "name": null,
+        "phone": null,
+        "tax_id": null,
+    })
+}
+
+/// A dispute's `evidence`, which Stripe always sends: nothing submitted yet.
+fn dispute_evidence() -> Value {
+    let fields = [
+        "access_activity_log",
+        "billing_address",
+        "cancellation_policy",
+        "cancellation_policy_disclosure",
+        "cancellation_rebuttal",
+        "customer_communication",
+        "customer_email_address",
+        "customer_name",
+        "customer_purchase_ip",
+        "customer_signature",
+        "duplicate_charge_documentation",
+        "duplicate_charge_explanation",
+        "duplicate_charge_id",
+        "product_description",
+        "receipt",
+        "refund_policy",
+        "refund_policy_disclosure",
+        "refund_refusal_explanation",
+        "service_date",
+        "service_documentation",
+        "shipping_address",
+        "shipping_carrier",
+        "shipping_date",
+        "shipping_documentation",
+        "shipping_tracking_number",
+        "uncategorized_file",
+        "uncategorized_text",
+    ];
+    Value::Object(
+        fields
+            .iter()
+            .map(|f| ((*f).to_owned(), Value::Null))
+            .collect(),
+    )
+}
+
+/// The top-level fields of `now` that differ from `before`, with the values they had (a
+/// field `before` lacked is `null`): an `*.updated` event's `data.previous_attributes`.
+fn previous_attributes(before: &Value, now: &Value) -> Value {
+    let changed: serde_json::Map<String, Value> = now
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(field, value)| before.get(field.as_str()) != Some(*value))
+        .map(|(field, _)| (field.clone(), before[field.as_str()].clone()))
+        .collect();
+    Value::Object(changed)
+}
+
 /// An armed fault for a GET endpoint (`/v1/events`, a Checkout Session, a subscription): a
 /// 429 or a 500 instead of the answer, or the answer held for a while (`slow`).
 async fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
@@ -408,6 +497,7 @@ async fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
             Some("rate_limit"),
             "Too many requests hit the API too quickly.",
         ),
+        FaultMode::Refuse => refusal(),
         _ => stripe_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "api_error",
@@ -416,6 +506,26 @@ async fn take_get_fault(sim: &Sim, path: &str) -> Option<Response> {
         ),
     };
     Some(respond(&answer, false))
+}
+
+/// What an armed `refuse` fault answers.
+fn refusal() -> Answer {
+    stripe_error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        Some("balance_insufficient"),
+        "You have insufficient funds in your Stripe account for this transfer.",
+    )
+}
+
+/// Takes an armed `refuse` fault for `path`, if there is one.
+fn take_refusal(sim: &Sim, path: &str) -> bool {
+    let mut state = sim.lock();
+    let armed = state
+        .faults
+        .iter_mut()
+        .find(|f| f.path == path && f.mode == FaultMode::Refuse && f.count > 0);
+    armed.map(|fault| fault.count -= 1).is_some()
 }
 
 fn stripe_error(status: StatusCode, kind: &str, code: Option<&str>, message: &str) -> Answer {
@@ -580,11 +690,16 @@ fn change_subscription(
             &format!("A canceled subscription can only update its metadata: '{id}'"),
         );
     }
+    let before = state.subscription_object(id);
     let kind = change(&mut subscription);
     state.subscriptions.insert(id.to_owned(), subscription);
     let at = state.stamp(id);
     let object = state.subscription_object(id);
-    state.event_at(kind, object.clone(), at);
+    if kind.ends_with(".updated") {
+        state.updated_at(kind, &before, object.clone(), at);
+    } else {
+        state.event_at(kind, object.clone(), at);
+    }
     Answer {
         status: StatusCode::OK,
         body: object,
@@ -626,6 +741,7 @@ async fn start_subscription(State(sim): State<Sim>, Json(new): Json<NewSubscript
         "cancel_at_period_end": false,
         "current_period_start": now,
         "current_period_end": now + 30 * 86_400,
+        "billing_cycle_anchor": now,
         "created": now,
         "livemode": false,
     });
@@ -691,6 +807,10 @@ where
             &format!("Invalid request body: {error}"),
         );
         return finish(&sim, entry, "invalid", answer, false);
+    }
+
+    if take_refusal(&sim, path) {
+        return finish(&sim, entry, "refused", refusal(), false);
     }
 
     // Look the key up and, if it is new, mark it in flight: one lock, so two requests with
@@ -824,7 +944,7 @@ fn log_with_fault(sim: &Sim, mut entry: LogEntry, outcome: &str, answer: &Answer
         let armed = state
             .faults
             .iter_mut()
-            .find(|f| f.path == entry.path && f.count > 0);
+            .find(|f| f.path == entry.path && f.mode != FaultMode::Refuse && f.count > 0);
         armed.map(|fault| {
             fault.count -= 1;
             fault.clone()
@@ -872,6 +992,8 @@ async fn respond_with_fault(answer: Answer, fault: Option<Fault>, replayed: bool
                 ),
                 false,
             ),
+            // Taken before the operation (`take_refusal`), never after it.
+            FaultMode::Refuse => respond(&answer, replayed),
         },
     }
 }
@@ -1090,6 +1212,7 @@ async fn open_dispute(State(sim): State<Sim>, Json(new): Json<NewDispute>) -> Re
         "payment_intent": new.payment_intent,
         "reason": "fraudulent",
         "status": "needs_response",
+        "evidence": dispute_evidence(),
         "created": now_ms() / 1000,
         "livemode": false,
     });

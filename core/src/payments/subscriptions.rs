@@ -383,10 +383,8 @@ pub async fn cancel_subscription(
     if subscription.status.as_deref() == Some("canceled") && !succeeded {
         return Err(PaymentError::SubscriptionCanceled(Box::new(subscription)));
     }
-    let refused = earlier
-        .iter()
-        .filter(|r| r.status == crate::store::RequestStatus::Failed)
-        .count();
+    // A changed-parameters error is no refusal: it stays in the way, to be looked into.
+    let refused = earlier.iter().filter(|r| r.is_refused()).count();
     let operation = Operation::CancelSubscription {
         at_period_end,
         attempt: i64::try_from(refused).unwrap_or(i64::MAX - 1) + 1,

@@ -35,6 +35,14 @@ pub enum Fulfilled {
         schedule_id: String,
         price_id: String,
     },
+    /// A paid invoice whose payment intent already pays another order (another invoice, or a
+    /// one-off order): the payload contradicts what is stored, so nothing was written and no
+    /// retry can change that.
+    PaymentTaken {
+        invoice_id: String,
+        payment_intent: String,
+        order_id: String,
+    },
 }
 
 /// What an order row becomes when a session event meets an existing one. Status precedence:

@@ -53,6 +53,15 @@ pub struct StripeRequestView {
     pub updated_at: i64,
 }
 
+impl StripeRequestView {
+    /// Stripe refused the request itself (a 4xx other than `idempotency_error`): nothing was
+    /// made under its key, and the operation may be asked again under the next one.
+    pub fn is_refused(&self) -> bool {
+        self.status == RequestStatus::Failed
+            && !crate::stripe::is_idempotency_error(self.error.as_deref().unwrap_or_default())
+    }
+}
+
 /// The answer to one attempt, as it is written back on the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestOutcome<'a> {

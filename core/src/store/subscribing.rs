@@ -186,6 +186,10 @@ const INSERT_INVOICE_ORDER: &str = "\
     VALUES ($1, $2, $3, $4, $5, $6, 'paid', 'paid', $7, $7, $8, $9, $10) \
     ON CONFLICT (order_id) DO NOTHING";
 
+/// A payment intent pays one order: the one other than the invoice's that it pays already.
+const PAYMENT_OWNER: &str =
+    "SELECT order_id FROM orders WHERE payment_intent_id = $1 AND order_id <> $2";
+
 const UNLOCK: &str = "\
     INSERT INTO credit_ledger (order_id, kind, delta, customer_email, customer_id, event_id, \
                                created_at) \
@@ -259,6 +263,12 @@ pub(crate) trait SubscribeTx {
     ) -> Write<'a, PeriodSoFar>;
     /// Writes the grants and the invoice's order, unlock and lot.
     fn write_invoice<'a>(&'a mut self, grants: &'a InvoiceGrants<'a>, now: i64) -> Write<'a, ()>;
+    /// The order other than `invoice_id` that `payment_intent` pays, if any.
+    fn payment_owner<'a>(
+        &'a mut self,
+        payment_intent: &'a str,
+        invoice_id: &'a str,
+    ) -> Write<'a, Option<String>>;
 }
 
 macro_rules! impl_subscribe_tx {
@@ -461,6 +471,20 @@ macro_rules! impl_subscribe_tx {
                     Ok(())
                 })
             }
+
+            fn payment_owner<'a>(
+                &'a mut self,
+                payment_intent: &'a str,
+                invoice_id: &'a str,
+            ) -> Write<'a, Option<String>> {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(PAYMENT_OWNER)
+                        .bind(payment_intent)
+                        .bind(invoice_id)
+                        .fetch_optional(&mut **self)
+                        .await?)
+                })
+            }
         }
     };
 }
@@ -496,6 +520,19 @@ pub(crate) async fn apply_paid_invoice<T: SubscribeTx + Send>(
     if email.is_none() && paid.grants.iter().any(|g| g.credits > 0) {
         return Ok(Some(Fulfilled::CustomerUnknown {
             invoice_id: invoice.invoice_id.clone(),
+        }));
+    }
+    // A payment pays one order: an invoice naming another's payment is the payload's fault
+    // (a replayed or edited event), never a storage fault to retry.
+    if let Some(payment_intent) = invoice.payment_intent.as_deref()
+        && let Some(order_id) = tx
+            .payment_owner(payment_intent, &invoice.invoice_id)
+            .await?
+    {
+        return Ok(Some(Fulfilled::PaymentTaken {
+            invoice_id: invoice.invoice_id.clone(),
+            payment_intent: payment_intent.to_owned(),
+            order_id,
         }));
     }
     let facts = SubscriptionFacts {

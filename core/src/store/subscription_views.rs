@@ -22,6 +22,8 @@ pub struct SubscriptionView {
     pub status_as_of: Option<i64>,
     /// Unix seconds.
     pub current_period_end: Option<i64>,
+    /// 0 or 1 as both backends store it; `true` or `false` wherever it is shown.
+    #[serde(serialize_with = "as_bool")]
     pub cancel_at_period_end: i64,
     /// The invoice whose payment failed and is not paid yet, and since when (unix seconds).
     pub unpaid_invoice: Option<String>,
@@ -59,6 +61,10 @@ pub struct SubscriptionView {
     /// A renewal at a price no plan has ([`SubscriptionView::unplanned`]).
     #[sqlx(skip)]
     pub unplanned_renewal: Option<UnplannedRenewal>,
+}
+
+fn as_bool<S: serde::Serializer>(flag: &i64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_bool(*flag != 0)
 }
 
 /// A renewal Stripe will bill at a price none of the shop's plans has: its paid invoice will

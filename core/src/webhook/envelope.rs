@@ -81,7 +81,7 @@ pub struct Envelope {
     pub api_version: Option<String>,
     /// `data.object.id`; some event types carry objects without one.
     pub object_id: Option<ObjectId>,
-    /// `data.object.object`, e.g. `checkout.session`.
+    /// `data.object.object`, e.g. `checkout.session`; empty when the object names none.
     pub object_kind: String,
     /// For an acting type, the action it describes (see [`ActionKey`]).
     pub action_key: Option<ActionKey>,
@@ -130,6 +130,8 @@ struct RawData {
 struct RawObject {
     #[serde(default)]
     id: Option<String>,
+    /// Stripe always names it; an event without it is still recorded, never refused.
+    #[serde(default)]
     object: String,
     /// charge.refunded: the cumulative amount refunded, which names the refund.
     #[serde(default)]
@@ -315,6 +317,18 @@ mod tests {
         assert_eq!(envelope.event_type, "brand.new.type");
         assert_eq!(envelope.object_id, None);
         assert!(!envelope.is_acting());
+    }
+
+    #[test]
+    fn an_object_that_names_no_kind_parses() {
+        let body = br#"{"id":"evt_1","type":"checkout.session.completed","created":1,
+            "livemode":false,"data":{"object":{"id":"cs_1","payment_status":"paid"}}}"#;
+        let envelope = Envelope::parse(body).unwrap();
+        assert_eq!(envelope.object_kind, "");
+        assert_eq!(
+            envelope.action_key.map(|k| k.to_string()).as_deref(),
+            Some("checkout.session.completed:cs_1")
+        );
     }
 
     #[test]

@@ -141,6 +141,7 @@ SELECT l.created_at / 86400000, COALESCE(o.currency, ''), CAST(SUM(COALESCE(o.am
 SELECT o.credits, o.amount, o.amount_refunded, o.dispute_status, o.status, (SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM failed_refunds f WHERE f.order_id = o.order_id), (SELECT COUNT(*) FROM credit_ledger l WHERE l.order_id = o.order_id AND l.kind = 'unlock'), (SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = o.order_id AND l.kind IN ('revoke')), (SELECT CAST(COALESCE(SUM(delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = o.order_id AND l.kind IN ('dispute_hold')) FROM orders o WHERE o.order_id = $1
 SELECT order_id FROM orders WHERE order_id = $1
 SELECT order_id FROM orders WHERE payment_intent_id = $1
+SELECT order_id FROM orders WHERE payment_intent_id = $1 AND order_id <> $2
 SELECT order_id FROM stripe_requests WHERE operation = 'checkout_session' AND created_at > $1 ORDER BY created_at, order_id LIMIT $2
 SELECT order_id, status, package, customer_email, credits, amount, currency, created_at, (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = orders.order_id) AS credits_granted FROM orders ORDER BY created_at DESC, order_id DESC LIMIT $1
 SELECT order_id, status, package, customer_email, credits, amount, currency, created_at, (SELECT CAST(COALESCE(SUM(l.delta), 0) AS BIGINT) FROM credit_ledger l WHERE l.order_id = orders.order_id) AS credits_granted FROM orders WHERE (created_at, order_id) < ($1, $2) ORDER BY created_at DESC, order_id DESC LIMIT $3

@@ -433,14 +433,8 @@ impl StripeArgs {
         };
         let key =
             ApiKey::new(key).map_err(|e| ServerError::Config(format!("STRIPE_API_KEY: {e}")))?;
-        if !(self.stripe_api_base.starts_with("https://")
-            || self.stripe_api_base.starts_with("http://"))
-        {
-            return Err(ServerError::Config(format!(
-                "STRIPE_API_BASE: '{}' is not an http(s) URL",
-                self.stripe_api_base
-            )));
-        }
+        super::outbound::check(&self.stripe_api_base)
+            .map_err(|e| ServerError::Config(format!("STRIPE_API_BASE: {e}")))?;
         let config = StripeConfig {
             api_base: self.stripe_api_base.clone(),
             timeout: Duration::from_millis(self.stripe_timeout_ms),

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use claimcheck_core::billing::Plans;
 use claimcheck_core::fulfilment::Packages;
@@ -63,6 +63,28 @@ pub(super) fn router() -> Router<AppState> {
         .route("/api/orders/{order_id}", get(show_order))
         .merge(super::spends::router())
         .merge(super::subscription_api::router())
+        // A path of the API that is not one, or a method it does not take, is answered in
+        // the API's shape: never the dashboard's sign-in page.
+        .method_not_allowed_fallback(method_not_allowed)
+        .route("/api", any(no_such_route))
+        .route("/api/", any(no_such_route))
+        .route("/api/{*rest}", any(no_such_route))
+}
+
+async fn no_such_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("the API has no route {method} {}", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
 }
 
 /// An API error: status, stable code, human message.
@@ -190,7 +212,7 @@ impl From<PaymentError> for ApiError {
             PaymentError::Call(CallError::Store(e)) | PaymentError::Store(e) => {
                 ApiError::storage(e)
             }
-            PaymentError::Call(CallError::Config(_)) => {
+            PaymentError::Call(CallError::Config(_) | CallError::NotStripe { .. }) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_configured", message)
             }
             PaymentError::Call(CallError::Rejected { .. })

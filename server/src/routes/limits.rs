@@ -47,6 +47,16 @@ pub fn security_headers() -> SecurityHeaders {
         .into_inner()
 }
 
+/// `Cache-Control: no-store` on every answer that has no caching rule of its own: what the
+/// dashboard and the API answer names customers, orders and balances, and no browser,
+/// proxy or shared machine may keep it.
+pub fn no_store() -> SetResponseHeaderLayer<HeaderValue> {
+    SetResponseHeaderLayer::if_not_present(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    )
+}
+
 /// At most `concurrency` requests at once in the whole area the layer is put on (the rest
 /// wait their turn), each answered 503 after `timeout`. One semaphore for every route of the
 /// area: `Router::layer` wraps each route on its own, and a plain concurrency limit would be

@@ -166,24 +166,39 @@ fn csv_line(out: &mut String, o: &OrderLine) {
     out.push('\n');
 }
 
+/// What a spreadsheet runs as a formula when a cell starts with it.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// Where a spreadsheet may start a cell inside a field: Swiss and German Excel split lines
+/// on `;` (and ignore quotes that do not open a cell), and any program starts a row at a
+/// line break.
+const CELL_BREAKS: [char; 4] = [';', '\n', '\r', '\t'];
+
 /// One field: quoted when it holds a separator, a quote or a line break; text a spreadsheet
 /// would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) is led by `'` (OWASP's CSV
-/// injection advice). Numbers are written by us and never start so, except a negative one.
+/// injection advice), at the field's start and after every `;` or line break in it, where
+/// a spreadsheet reading `;` as the separator starts a cell. Numbers are written by us and
+/// never start so, except a negative one.
 fn csv_field(out: &mut String, field: &str) {
     let numeric = !field.is_empty()
         && field
             .trim_start_matches('-')
             .bytes()
             .all(|b| b.is_ascii_digit());
-    let formula = !numeric && field.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    let quoted = formula || field.contains([',', '"', '\n', '\r']);
+    let formula = !numeric && field.starts_with(FORMULA_STARTS);
+    let quoted = formula || field.contains([',', '"', '\n', '\r', ';']);
     if quoted {
         out.push('"');
     }
     if formula {
         out.push('\'');
     }
+    let mut cell_starts = false;
     for c in field.chars() {
+        if cell_starts && FORMULA_STARTS.contains(&c) {
+            out.push('\'');
+        }
+        cell_starts = CELL_BREAKS.contains(&c);
         if c == '"' {
             out.push('"');
         }
@@ -229,5 +244,25 @@ mod tests {
         assert_eq!(field("-40"), "-40");
         assert_eq!(field("-x"), "\"'-x\"");
         assert_eq!(field(""), "");
+    }
+
+    /// A spreadsheet that splits on `;` starts a cell after every `;` of a field (quotes
+    /// inside a cell do not hold it together): each of those is defused too.
+    #[test]
+    fn every_cell_a_semicolon_spreadsheet_could_see_is_defused() {
+        assert_eq!(field("ord_csv1;=1+1;"), "\"ord_csv1;'=1+1;\"");
+        assert_eq!(field("x@a.b;=2*21;"), "\"x@a.b;'=2*21;\"");
+        assert_eq!(field("a;;@x"), "\"a;;'@x\"");
+        assert_eq!(field("a;-b;+c"), "\"a;'-b;'+c\"");
+        assert_eq!(field("line\n=cmd"), "\"line\n'=cmd\"");
+        assert_eq!(field("a;b"), "\"a;b\"");
+        // What a `;` spreadsheet sees of each: no cell opens with a formula character.
+        for text in ["ord_csv1;=1+1;", "x@a.b;=2*21;", "p;\t=x", "q;\r@y"] {
+            let written = field(text);
+            for cell in written.split([';', '\n', '\r']) {
+                let cell = cell.trim_start_matches('"');
+                assert!(!cell.starts_with(FORMULA_STARTS), "{text:?}: cell {cell:?}");
+            }
+        }
     }
 }

@@ -446,6 +446,67 @@ async fn dashboard_responses_carry_security_headers_and_huge_headers_are_refused
     }
 }
 
+/// What the dashboard and the API answer about customers and money is never kept by a
+/// browser or a proxy: `Cache-Control: no-store` on pages, exports, searches and the
+/// balance and ledger answers; the site's own files keep their caching.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customer_and_money_answers_are_never_stored_by_a_cache() {
+    let app = spawn_app(Backend::Sqlite).await;
+    assert_eq!(
+        app.deliver(&fixture("checkout.session.completed.paid"))
+            .await
+            .status(),
+        200
+    );
+    let support = app.sign_in_as("sam", Role::Support).await;
+    for path in [
+        "/",
+        "/events",
+        "/orders",
+        "/orders.csv",
+        "/search?q=student1",
+        "/search/go?q=student1",
+        "/audit",
+        "/customers/student1@example.ch",
+        "/requests",
+    ] {
+        let answer = support.get(app.url(path)).send().await.unwrap();
+        assert_eq!(
+            answer
+                .headers()
+                .get("cache-control")
+                .map(|v| v.to_str().unwrap()),
+            Some("no-store"),
+            "{path}: {}",
+            answer.status()
+        );
+    }
+    let token = app.db.api_token().await;
+    for path in [
+        "/api/customers/student1@example.ch/balance",
+        "/api/customers/student1@example.ch/ledger",
+        "/api/orders/ord_nope",
+        "/api/nope",
+    ] {
+        let answer = app
+            .client
+            .get(app.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer
+                .headers()
+                .get("cache-control")
+                .map(|v| v.to_str().unwrap()),
+            Some("no-store"),
+            "{path}: {}",
+            answer.status()
+        );
+    }
+}
+
 /// `claimcheck backup` copies a live SQLite database while deliveries keep arriving; the copy
 /// holds exactly the ledger of one moment (the ledger is append-only: a prefix of the
 /// source's), and PostgreSQL is pointed to pg_dump.

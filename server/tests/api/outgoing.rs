@@ -18,6 +18,7 @@ use crate::helpers::{Backend, TestApp, on_both_backends, spawn_app_with};
 on_both_backends!(
     backend =>
     the_order_api_needs_a_live_token,
+    api_paths_that_are_not_routes_answer_in_the_api_shape,
     creating_the_checkout_session_twice_makes_one_session_under_one_key,
     a_checkout_session_that_timed_out_is_retried_under_the_same_key,
     changed_parameters_under_one_key_surface_as_an_error_on_the_order,
@@ -30,6 +31,8 @@ on_both_backends!(
     admins_refund_from_the_dashboard_and_support_cannot,
     a_call_given_up_while_stripe_works_gets_the_replay,
     a_refused_request_stays_refused,
+    a_refund_stripe_refused_is_made_when_asked_again,
+    an_api_base_that_is_not_stripe_is_named_as_such,
     our_partial_refunds_and_their_events_revoke_each_share_once,
     a_refund_for_more_than_is_left_is_refused_before_sending,
     the_order_api_never_opens_a_second_session_for_a_settled_order,
@@ -344,6 +347,52 @@ pub(crate) fn performed<'a>(log: &'a [LogEntry], path: &str) -> Vec<&'a LogEntry
     log.iter()
         .filter(|e| e.path == path && e.outcome == "performed")
         .collect()
+}
+
+/// An API client meets JSON everywhere under `/api`: 404 for a path that is no route, 405
+/// (with `Allow`) for a method a route does not take; never the dashboard's sign-in page.
+async fn api_paths_that_are_not_routes_answer_in_the_api_shape(backend: Backend) {
+    let shop = shop(backend).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (method, path) in [
+        (reqwest::Method::GET, "/api/nope"),
+        (reqwest::Method::GET, "/api"),
+        (reqwest::Method::POST, "/api/orders/ord_1/refund"),
+        (
+            reqwest::Method::DELETE,
+            "/api/customers/anna@example.ch/nothing/here",
+        ),
+    ] {
+        let answer = client
+            .request(method.clone(), shop.app.url(path))
+            .bearer_auth(&shop.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{method} {path}");
+        assert!(
+            answer.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json")
+        );
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(body["error"], "not_found", "{body}");
+        assert!(body["message"].as_str().unwrap().contains(path), "{body}");
+    }
+    let answer = client
+        .delete(shop.app.url("/api/orders"))
+        .bearer_auth(&shop.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 405);
+    assert_eq!(answer.headers()["allow"], "POST");
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["error"], "method_not_allowed", "{body}");
 }
 
 async fn the_order_api_needs_a_live_token(backend: Backend) {
@@ -1111,10 +1160,169 @@ async fn a_refused_request_stays_refused(backend: Backend) {
         .unwrap();
     assert_eq!(request.status, RequestStatus::Failed);
     assert_eq!(request.error.as_deref(), Some("invalid_request_error: no"));
-    // And the refund is not sent again.
-    let error = shop.refund("ord_refused").await.unwrap_err();
-    assert!(error.to_string().contains("refused"), "{error}");
-    assert!(performed(&shop.log().await, "/v1/refunds").is_empty());
+    // Its key is never sent again: the refund goes out under the next one.
+    let refunded = shop.refund("ord_refused").await.unwrap();
+    let refunds = performed(&shop.log().await, "/v1/refunds")
+        .into_iter()
+        .map(|e| e.idempotency_key.clone().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(refunds, ["refund:ord_refused:4900:2"]);
+    assert_eq!(refunded.order.credits_granted, 0);
+}
+
+/// A refund Stripe turned down (its balance too low) is made once the cause is gone, each
+/// time by a new `claimcheck` process: under the next key, the refusal kept on the order,
+/// the credits revoked once.
+async fn a_refund_stripe_refused_is_made_when_asked_again(backend: Backend) {
+    use claimcheck_core::RequestStatus;
+
+    let shop = shop(backend).await;
+    shop.paid_order("ord_broke").await;
+    shop.arm("/v1/refunds", FaultMode::Refuse, 2, 0).await;
+    let refund = |reason: &'static str| {
+        let mut command = shop.command(&[
+            "orders",
+            "refund",
+            "ord_broke",
+            "--reason",
+            reason,
+            "--json",
+        ]);
+        async move { command.output().await.unwrap() }
+    };
+    for reason in ["customer asked", "asked again"] {
+        let refused = refund(reason).await;
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success());
+        assert!(stderr.contains("balance_insufficient"), "{stderr}");
+        assert_eq!(shop.credits("ord_broke").await, 40, "nothing revoked");
+    }
+    let refunded = refund("balance topped up").await;
+    assert!(
+        refunded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&refunded.stderr)
+    );
+    let refunded: Value = serde_json::from_slice(&refunded.stdout).unwrap();
+    assert_eq!(refunded["status"], "refunded");
+    assert_eq!(refunded["credits_granted"], 0);
+
+    let log = shop.log().await;
+    let sent: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| e.path == "/v1/refunds")
+        .map(|e| (e.idempotency_key.as_deref().unwrap(), e.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("refund:ord_broke:4900", "refused"),
+            ("refund:ord_broke:4900:2", "refused"),
+            ("refund:ord_broke:4900:3", "performed"),
+        ]
+    );
+    let order = shop
+        .app
+        .store
+        .orders()
+        .get(&OrderId::parse("ord_broke").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let refunds: Vec<_> = order
+        .stripe_requests
+        .iter()
+        .filter(|r| r.operation == "refund")
+        .collect();
+    let keys: Vec<(&str, RequestStatus)> = refunds
+        .iter()
+        .map(|r| (r.idempotency_key.as_str(), r.status))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("refund:ord_broke:4900", RequestStatus::Failed),
+            ("refund:ord_broke:4900:2", RequestStatus::Failed),
+            ("refund:ord_broke:4900:3", RequestStatus::Succeeded),
+        ]
+    );
+    assert!(refunds[..2].iter().all(|r| r.http_status == Some(400)));
+    assert_eq!(shop.ledger_rows("ord_broke", "revoke").await, 1);
+
+    // Nothing is left: asking again sends nothing.
+    let again = shop
+        .cli_json(&[
+            "orders",
+            "refund",
+            "ord_broke",
+            "--reason",
+            "twice",
+            "--json",
+        ])
+        .await;
+    assert_eq!(again["already_refunded"], true);
+    assert_eq!(shop.log().await.len(), log.len());
+}
+
+/// `STRIPE_API_BASE` pointing at something that is not Stripe (a web server answering a
+/// plain-text 404): the operator is told that, not "Stripe may or may not have acted"; the
+/// request stays indeterminate (its alert), and with the right address the same key goes out.
+async fn an_api_base_that_is_not_stripe_is_named_as_such(backend: Backend) {
+    let shop = shop(backend).await;
+    shop.paid_order("ord_wrong_base").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let website = format!("http://{}/", listener.local_addr().unwrap());
+    let not_stripe = axum::Router::new()
+        .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "404 page not found") });
+    let server = tokio::spawn(async move { axum::serve(listener, not_stripe).await });
+    let wrong = StripeApi::new(StripeConfig {
+        api_base: website.clone(),
+        ..shop.stripe().config().clone()
+    })
+    .unwrap();
+    let order_id = OrderId::parse("ord_wrong_base").unwrap();
+    let actor = Actor::Dashboard("support".into());
+    let error = payments::refund(&shop.app.store, &wrong, &order_id, None, &actor, "asked")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            payments::PaymentError::Call(CallError::NotStripe { key, api_base, attempts: 4 })
+                if key == "refund:ord_wrong_base:4900" && *api_base == website
+        ),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains("STRIPE_API_BASE is probably wrong"), "{text}");
+    assert!(!text.contains("may or may not"), "{text}");
+    server.abort();
+    let order = shop
+        .app
+        .store
+        .orders()
+        .get(&order_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let request = order
+        .stripe_requests
+        .iter()
+        .find(|r| r.operation == "refund")
+        .unwrap();
+    assert_eq!(
+        request.status,
+        claimcheck_core::RequestStatus::Indeterminate
+    );
+    assert_eq!(order.credits_granted, 40);
+    // The address mended: the same key, one refund.
+    let refunded = shop.refund("ord_wrong_base").await.unwrap();
+    assert_eq!(refunded.order.credits_granted, 0);
+    let sent: Vec<String> = performed(&shop.log().await, "/v1/refunds")
+        .iter()
+        .map(|e| e.idempotency_key.clone().unwrap())
+        .collect();
+    assert_eq!(sent, ["refund:ord_wrong_base:4900"]);
 }
 
 /// Half of an order back, then the rest, each through the outgoing client with its own key

@@ -774,3 +774,186 @@ async fn admins_reconcile_from_the_dashboard_and_the_overview_tells_a_wrong_secr
         .unwrap();
     assert_eq!(overview["bad_signatures_in_a_row"], 0);
 }
+
+/// The simulator lists events as Stripe does: by one `type` or a `*` group, by `types[]` (at
+/// most 20), never both at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_lists_events_by_type_and_by_wildcard() {
+    let sim = StripeSim::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    for (i, kind) in [
+        "charge.refunded",
+        "charge.dispute.created",
+        "checkout.session.completed",
+        "customer.subscription.updated",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let made = client
+            .post(format!("{}/_sim/events", sim.base_url()))
+            .json(&json!({ "type": kind, "data": { "object": { "id": format!("obj_{i}") } } }))
+            .send()
+            .await
+            .unwrap();
+        assert!(made.status().is_success());
+    }
+    let list = |query: &'static str| {
+        let url = format!("{}/v1/events?{query}", sim.base_url());
+        let client = client.clone();
+        async move {
+            let answer = client
+                .get(url)
+                .bearer_auth("sk_test_list")
+                .send()
+                .await
+                .unwrap();
+            let status = answer.status().as_u16();
+            let body: Value = answer.json().await.unwrap();
+            let mut types: Vec<String> = body["data"]
+                .as_array()
+                .map(|events| {
+                    events
+                        .iter()
+                        .map(|e| e["type"].as_str().unwrap().to_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            types.sort();
+            (status, types)
+        }
+    };
+    assert_eq!(
+        list("type=charge.refunded").await,
+        (200, vec!["charge.refunded".to_owned()])
+    );
+    assert_eq!(
+        list("type=charge.*").await,
+        (
+            200,
+            vec![
+                "charge.dispute.created".to_owned(),
+                "charge.refunded".to_owned()
+            ]
+        )
+    );
+    assert_eq!(
+        list("type=*.updated").await,
+        (200, vec!["customer.subscription.updated".to_owned()])
+    );
+    assert_eq!(
+        list("types[]=checkout.session.completed&types[]=charge.refunded").await,
+        (
+            200,
+            vec![
+                "charge.refunded".to_owned(),
+                "checkout.session.completed".to_owned()
+            ]
+        )
+    );
+    assert_eq!(list("limit=100").await.1.len(), 4);
+    assert_eq!(list("type=charge.*&types[]=charge.refunded").await.0, 400);
+    let many = (0..21)
+        .map(|i| format!("types[]=t.{i}"))
+        .collect::<Vec<_>>()
+        .join("&");
+    let answer = client
+        .get(format!("{}/v1/events?{many}", sim.base_url()))
+        .bearer_auth("sk_test_list")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+}
+
+/// A subscription's `customer.subscription.updated` carries what changed, as Stripe's does:
+/// `data.previous_attributes` with the values before the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_s_updated_events_carry_their_previous_attributes() {
+    let sim = StripeSim::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let started: Value = client
+        .post(format!("{}/_sim/subscriptions", sim.base_url()))
+        .json(&json!({ "customer_email": "prev@example.ch" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = started["id"].as_str().unwrap();
+    let changed = client
+        .post(format!("{}/v1/subscriptions/{id}", sim.base_url()))
+        .bearer_auth("sk_test_prev")
+        .form(&[("cancel_at_period_end", "true")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), 200);
+    let listed: Value = client
+        .get(format!(
+            "{}/v1/events?type=customer.subscription.updated",
+            sim.base_url()
+        ))
+        .bearer_auth("sk_test_prev")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let event = &listed["data"][0];
+    assert_eq!(event["data"]["object"]["cancel_at_period_end"], true);
+    assert!(
+        event["data"]["object"]["billing_cycle_anchor"].is_i64(),
+        "{event}"
+    );
+    assert_eq!(
+        event["data"]["previous_attributes"],
+        json!({ "cancel_at_period_end": false }),
+        "{event}"
+    );
+
+    // Fields Stripe always sends are there: a charge's capture and billing details, a
+    // dispute's evidence.
+    let refunded = client
+        .post(format!("{}/v1/refunds", sim.base_url()))
+        .bearer_auth("sk_test_prev")
+        .form(&[("payment_intent", "pi_prev"), ("amount", "100")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refunded.status(), 200);
+    let listed: Value = client
+        .get(format!("{}/v1/events?type=charge.refunded", sim.base_url()))
+        .bearer_auth("sk_test_prev")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let charge = &listed["data"][0]["data"]["object"];
+    assert_eq!(charge["captured"], true, "{charge}");
+    assert!(charge["amount_captured"].is_i64(), "{charge}");
+    assert!(charge["billing_details"]["address"].is_object(), "{charge}");
+    let disputed: Value = client
+        .post(format!("{}/_sim/disputes", sim.base_url()))
+        .json(&json!({ "payment_intent": "pi_prev" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let evidence = &disputed["data"]["object"]["evidence"];
+    assert!(evidence.is_object(), "{disputed}");
+    assert!(
+        evidence.get("customer_email_address").is_some(),
+        "{disputed}"
+    );
+}

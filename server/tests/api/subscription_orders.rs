@@ -387,6 +387,37 @@ async fn a_subscription_is_cancelled_once_per_kind(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(shown["status"], "canceled");
+    // The command line speaks the API's types: a flag is a boolean in both.
+    let (code, cli, stderr) = shop
+        .app
+        .cli(&["subscriptions", "show", "abo-9", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let cli: Value = serde_json::from_str(&cli).unwrap();
+    let cli = &cli["subscription"];
+    assert_eq!(cli["cancel_at_period_end"], shown["cancel_at_period_end"]);
+    let shared: Vec<&String> = cli
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| shown.get(k.as_str()).is_some())
+        .collect();
+    assert!(shared.len() >= 8, "{shared:?}");
+    for key in shared {
+        let (a, b) = (&cli[key.as_str()], &shown[key.as_str()]);
+        let kind = |v: &Value| match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        assert!(
+            a.is_null() || b.is_null() || kind(a) == kind(b),
+            "{key}: the command line says {a}, the API {b}"
+        );
+    }
     // Asked again once canceled, either kind: Stripe's answer under the same key, nothing new.
     let again = cancel_now().await;
     assert_eq!(again["sent_now"], false);

@@ -26,6 +26,7 @@ on_both_backends!(
     a_reset_plan_lapses_at_the_end_of_its_period,
     without_plans_billing_events_are_recorded_and_grant_nothing,
     an_invoice_without_an_email_is_the_customer_its_session_named,
+    an_invoice_paid_by_another_invoice_s_payment_fails_once_and_says_why,
 );
 on_both_backends!(backend => the_server_s_upkeep_lapses_a_period_s_lot_on_its_own);
 
@@ -771,7 +772,7 @@ async fn a_plan_change_at_the_period_s_end_is_shown_as_scheduled(app: TestApp) {
     drain(&worker).await;
     let shown = subscription_shown(&app, "sub_1Qscb0001Plan").await;
     assert!(shown["scheduled_change"].is_null(), "{shown}");
-    assert_eq!(shown["cancel_at_period_end"], 1, "{shown}");
+    assert_eq!(shown["cancel_at_period_end"], true, "{shown}");
 }
 
 /// A status event whose items' prices are no plan: the renewal it announces would grant
@@ -1101,4 +1102,71 @@ async fn the_server_s_upkeep_lapses_a_period_s_lot_on_its_own(backend: Backend) 
         .unwrap();
     assert_eq!((balance.balance, balance.available), (0, 0));
     assert_eq!(app.db.count(expired).await, 1);
+}
+
+/// The invoice fixture `name` of `tag`, paid by `payment_intent` (the older payload shape).
+fn paid_by(name: &str, tag: &str, payment_intent: &str) -> Vec<u8> {
+    let mut event: serde_json::Value = serde_json::from_slice(&billing(name, tag)).unwrap();
+    event["data"]["object"]["payment_intent"] = payment_intent.into();
+    serde_json::to_vec(&event).unwrap()
+}
+
+/// A payment pays one order: an invoice whose payment intent already paid another is the
+/// payload's fault. Its claim fails at once with what to do (never `storage error`, never
+/// retried), the failed-claims alert sees it, and nothing of it is written.
+async fn an_invoice_paid_by_another_invoice_s_payment_fails_once_and_says_why(app: TestApp) {
+    let worker = worker(&app.store);
+    deliver(
+        &app,
+        &paid_by("invoice.paid.subscription_create", "pit", "pi_shared"),
+    )
+    .await;
+    drain(&worker).await;
+    assert_eq!(credits(&app, "abo-pit@example.ch").await, 40);
+    deliver(
+        &app,
+        &paid_by("invoice.paid.subscription_cycle", "pit", "pi_shared"),
+    )
+    .await;
+    let attempts = worker.run_once().await.unwrap();
+    let [Attempt::Failed { error, gave_up, .. }] = attempts.as_slice() else {
+        panic!("{attempts:?}");
+    };
+    assert!(gave_up, "not retried");
+    assert!(
+        error.contains("payment pi_shared already belongs to order in_1Qpit0001Invoice"),
+        "{error}"
+    );
+    assert!(error.contains("in_1Qpit0002Invoice"), "{error}");
+    assert!(!error.contains("storage"), "{error}");
+    assert!(worker.run_once().await.unwrap().is_empty(), "nothing due");
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM processed_stripe_events \
+                 WHERE event_id = 'evt_1Qpit0006Billing' AND status = 'failed' AND attempts = 1"
+            )
+            .await,
+        1
+    );
+    assert_eq!(
+        credits(&app, "abo-pit@example.ch").await,
+        40,
+        "nothing granted"
+    );
+    assert_eq!(
+        period_grants(&app, "sub_1Qpit0001Plan", SECOND_PERIOD_END).await,
+        0
+    );
+    let observed = app
+        .store
+        .alerts()
+        .observe(
+            &claimcheck_core::alert_check::AlertThresholds::default(),
+            claimcheck_core::now_ms(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(observed.failed_claims.count, 1);
+    assert_eq!(observed.failed_claims.samples, ["evt_1Qpit0006Billing"]);
 }

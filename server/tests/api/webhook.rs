@@ -16,6 +16,7 @@ on_both_backends!(
     a_failed_delivery_write_leaves_no_claim_and_the_retry_claims,
     one_failing_claim_does_not_fail_the_deliveries_committed_with_it,
     signed_but_unreadable_payloads_are_refused_and_recorded,
+    an_object_that_names_no_kind_is_recorded_and_answered_200,
     events_of_the_other_mode_are_refused_and_recorded,
 );
 
@@ -293,6 +294,42 @@ async fn signed_but_unreadable_payloads_are_refused_and_recorded(app: TestApp) {
             .count("SELECT COUNT(*) FROM processed_stripe_events")
             .await,
         0
+    );
+}
+
+/// Stripe always sends `data.object.object`; an event without it is still a valid delivery
+/// (unknown and missing fields never fail one): recorded, claimed when it acts.
+async fn an_object_that_names_no_kind_is_recorded_and_answered_200(app: TestApp) {
+    let created = now_ms() / 1000;
+    let acting = format!(
+        r#"{{"id":"evt_kindless_1","object":"event","type":"checkout.session.completed",
+           "created":{created},"livemode":false,
+           "data":{{"object":{{"id":"cs_kindless","payment_status":"paid"}}}}}}"#
+    );
+    let (status, answer) = outcome_of(app.deliver(acting.as_bytes()).await).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "claimed");
+    let other = format!(
+        r#"{{"id":"evt_kindless_2","object":"event","type":"brand.new.type",
+           "created":{created},"livemode":false,"data":{{"object":{{}}}}}}"#
+    );
+    let (status, answer) = outcome_of(app.deliver(other.as_bytes()).await).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "ignored");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM processed_stripe_events WHERE event_id = 'evt_kindless_1'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM webhook_deliveries \
+                 WHERE event_id IN ('evt_kindless_1', 'evt_kindless_2')"
+            )
+            .await,
+        2
     );
 }
 

@@ -210,12 +210,17 @@ impl SimState {
 
     /// Records a change of `id` (`status`, …) and its `customer.subscription.*` event.
     fn subscription_changed(&mut self, id: &str, kind: &str, change: impl FnOnce(&mut Value)) {
+        let before = self.subscription_object(id);
         if let Some(subscription) = self.subscriptions.get_mut(id) {
             change(subscription);
         }
         let at = self.stamp(id);
         let object = self.subscription_object(id);
-        self.event_at(kind, object, at);
+        if kind.ends_with(".updated") {
+            self.updated_at(kind, &before, object, at);
+        } else {
+            self.event_at(kind, object, at);
+        }
     }
 
     /// A subscription invoice with `lines` (amount, period, price, proration), paid or not.
@@ -267,6 +272,9 @@ impl SimState {
             "billing_reason": reason,
             "status": if paid { "paid" } else { "open" },
             "amount_due": total,
+            "total": total,
+            "subtotal": total,
+            "starting_balance": 0,
             "amount_paid": if paid { total } else { 0 },
             "amount_remaining": if paid { 0 } else { total },
             "attempt_count": 1,
@@ -328,6 +336,8 @@ impl SimState {
                 "charge.succeeded",
                 json!({ "id": format!("ch_{}", intent.as_str().unwrap_or_default().trim_start_matches("pi_")),
                         "object": "charge", "amount": invoice["amount_paid"], "currency": invoice["currency"],
+                        "amount_captured": invoice["amount_paid"], "captured": true,
+                        "billing_details": super::empty_billing_details(),
                         "payment_intent": intent, "invoice": invoice["id"], "paid": true, "created": at }),
             ),
         ]
@@ -361,6 +371,7 @@ impl SimState {
                 "cancel_at_period_end": false,
                 "created": start,
                 "start_date": start,
+                "billing_cycle_anchor": start,
                 "livemode": false,
             }),
         );

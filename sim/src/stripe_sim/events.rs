@@ -209,7 +209,8 @@ fn unauthorized() -> Response {
 }
 
 /// `GET /v1/events`: newest first; `limit` (1–100, default 10), `starting_after`,
-/// `types[]` (or `types[n]`), `created[gte]`, `delivery_success`.
+/// `type` (one type, or a group with `*` as a wildcard: `charge.*`) or `types[]` (or
+/// `types[n]`, at most 20; not both), `created[gte]`, `delivery_success`.
 async fn list_events(
     State(sim): State<Sim>,
     headers: HeaderMap,
@@ -248,6 +249,27 @@ async fn list_events(
         .filter(|(k, _)| k == "types[]" || (k.starts_with("types[") && k.ends_with(']')))
         .map(|(_, v)| v.as_str())
         .collect();
+    let one_type = get("type");
+    let refused = match (one_type, types.len()) {
+        (Some(_), 1..) => Some("You may pass either type or types, but not both."),
+        (None, 21..) => Some("types: an array of at most 20 event types."),
+        _ => None,
+    };
+    if let Some(message) = refused {
+        return respond(
+            &stripe_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("parameter_invalid"),
+                message,
+            ),
+            false,
+        );
+    }
+    let wanted = |event_type: &str| match one_type {
+        Some(pattern) => type_matches(pattern, event_type),
+        None => types.is_empty() || types.contains(&event_type),
+    };
     let created_gte = get("created[gte]").and_then(|c| c.parse::<i64>().ok());
     let delivery_success = get("delivery_success").map(|d| d == "true");
     let state = sim.lock();
@@ -257,7 +279,7 @@ async fn list_events(
         .iter()
         .rev()
         .filter(|e| e["_sim_made_at"].as_i64().unwrap_or(0) >= oldest)
-        .filter(|e| types.is_empty() || types.contains(&e["type"].as_str().unwrap_or("")))
+        .filter(|e| wanted(e["type"].as_str().unwrap_or("")))
         .filter(|e| created_gte.is_none_or(|t| e["created"].as_i64().unwrap_or(0) >= t))
         .filter(|e| {
             delivery_success
@@ -286,6 +308,26 @@ async fn list_events(
     let data: Vec<Value> = matching.into_iter().take(limit).map(public).collect();
     Json(json!({ "object": "list", "url": "/v1/events", "has_more": has_more, "data": data }))
         .into_response()
+}
+
+/// Whether `event_type` is `pattern`, where each `*` stands for any run of characters.
+fn type_matches(pattern: &str, event_type: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = event_type.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// An event as Stripe shows it (without the simulator's bookkeeping).
@@ -451,7 +493,9 @@ async fn pay(
             state.event(
                 "charge.succeeded",
                 json!({ "id": format!("ch_{}", id.trim_start_matches("cs_")), "object": "charge",
-                        "amount": amount, "payment_intent": intent, "paid": true }),
+                        "amount": amount, "amount_captured": amount, "captured": true,
+                        "billing_details": super::empty_billing_details(),
+                        "payment_intent": intent, "paid": true }),
             );
             (None, 0)
         } else {
@@ -572,4 +616,27 @@ async fn delivery_counts(State(sim): State<Sim>, Query(q): Query<CountsQuery>) -
         "pending": pending, "delivered": delivered, "gave_up": gave_up, "attempts": attempts,
         "last_error": last_error,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::type_matches;
+
+    #[test]
+    fn a_type_pattern_takes_a_type_or_a_wildcard_group() {
+        assert!(type_matches("charge.refunded", "charge.refunded"));
+        assert!(!type_matches("charge.refunded", "charge.refunded.updated"));
+        assert!(type_matches("charge.*", "charge.refunded"));
+        assert!(type_matches("charge.*", "charge.dispute.created"));
+        assert!(!type_matches("charge.*", "checkout.session.completed"));
+        assert!(type_matches("*.updated", "customer.subscription.updated"));
+        assert!(!type_matches("*.updated", "customer.subscription.deleted"));
+        assert!(type_matches(
+            "customer.*.updated",
+            "customer.subscription.updated"
+        ));
+        assert!(!type_matches("customer.*.updated", "invoice.updated"));
+        assert!(type_matches("*", "invoice.paid"));
+        assert!(!type_matches("invoice.*.paid", "invoice.paid"));
+    }
 }
