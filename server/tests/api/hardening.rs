@@ -446,6 +446,18 @@ async fn dashboard_responses_carry_security_headers_and_huge_headers_are_refused
     }
 }
 
+fn assert_no_store(answer: &reqwest::Response, path: &str) {
+    assert_eq!(
+        answer
+            .headers()
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap()),
+        Some("no-store"),
+        "{path}: {}",
+        answer.status()
+    );
+}
+
 /// What the dashboard and the API answer about customers and money is never kept by a
 /// browser or a proxy: `Cache-Control: no-store` on pages, exports, searches and the
 /// balance and ledger answers; the site's own files keep their caching.
@@ -471,15 +483,7 @@ async fn customer_and_money_answers_are_never_stored_by_a_cache() {
         "/requests",
     ] {
         let answer = support.get(app.url(path)).send().await.unwrap();
-        assert_eq!(
-            answer
-                .headers()
-                .get("cache-control")
-                .map(|v| v.to_str().unwrap()),
-            Some("no-store"),
-            "{path}: {}",
-            answer.status()
-        );
+        assert_no_store(&answer, path);
     }
     let token = app.db.api_token().await;
     for path in [
@@ -495,15 +499,7 @@ async fn customer_and_money_answers_are_never_stored_by_a_cache() {
             .send()
             .await
             .unwrap();
-        assert_eq!(
-            answer
-                .headers()
-                .get("cache-control")
-                .map(|v| v.to_str().unwrap()),
-            Some("no-store"),
-            "{path}: {}",
-            answer.status()
-        );
+        assert_no_store(&answer, path);
     }
 }
 

@@ -894,18 +894,13 @@ async fn the_simulator_s_updated_events_carry_their_previous_attributes() {
         .await
         .unwrap();
     assert_eq!(changed.status(), 200);
-    let listed: Value = client
-        .get(format!(
-            "{}/v1/events?type=customer.subscription.updated",
-            sim.base_url()
-        ))
-        .bearer_auth("sk_test_prev")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let events_of = |kind: &'static str| {
+        let request = client
+            .get(format!("{}/v1/events?type={kind}", sim.base_url()))
+            .bearer_auth("sk_test_prev");
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let listed = events_of("customer.subscription.updated").await;
     let event = &listed["data"][0];
     assert_eq!(event["data"]["object"]["cancel_at_period_end"], true);
     assert!(
@@ -928,15 +923,7 @@ async fn the_simulator_s_updated_events_carry_their_previous_attributes() {
         .await
         .unwrap();
     assert_eq!(refunded.status(), 200);
-    let listed: Value = client
-        .get(format!("{}/v1/events?type=charge.refunded", sim.base_url()))
-        .bearer_auth("sk_test_prev")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = events_of("charge.refunded").await;
     let charge = &listed["data"][0]["data"]["object"];
     assert_eq!(charge["captured"], true, "{charge}");
     assert!(charge["amount_captured"].is_i64(), "{charge}");
